@@ -1,0 +1,55 @@
+package rbloom
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	// ErrInvalidOptions is returned, wrapped with the name of the field, for
+	// options or arguments that cannot describe a filter. Nothing is written.
+	ErrInvalidOptions = errors.New("rbloom: invalid options")
+
+	// ErrParamsMismatch is returned when the filter stored in Redis was
+	// created with another mode, m or k than the caller's. Nothing is written:
+	// use Open to take the parameters from Redis.
+	ErrParamsMismatch = errors.New("rbloom: filter parameters differ from the stored ones")
+
+	// ErrNotFilter is returned when the filter's key holds something that is
+	// not an rbloom filter of this format version: another type, a string
+	// written by someone else, or a damaged filter. The key is left untouched.
+	ErrNotFilter = errors.New("rbloom: key does not hold an rbloom filter")
+
+	// ErrNotFound is returned by Open when no filter has that name.
+	ErrNotFound = errors.New("rbloom: filter not found")
+)
+
+// Scripts report their own failures with error replies starting with one of
+// these codes. They are private on purpose: go-redis retries or redirects on
+// NOSCRIPT, READONLY, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, MOVED, ASK
+// and BUSY, and an error of ours must never trigger that.
+var scriptErrors = map[string]error{
+	"RBLOOM_MISMATCH":  ErrParamsMismatch,
+	"RBLOOM_NOTFILTER": ErrNotFilter,
+	"RBLOOM_ARGS":      errors.New("rbloom: script rejected its arguments"),
+}
+
+// scriptError maps an error reply of one of our scripts to its sentinel,
+// keeping the script's detail, and wraps any other error with the operation.
+func scriptError(op string, err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		code, detail, _ := strings.Cut(msg, " ")
+		if sentinel, ok := scriptErrors[code]; ok {
+			return fmt.Errorf("%w (%s: %s)", sentinel, op, detail)
+		}
+		if strings.HasPrefix(msg, "WRONGTYPE") {
+			return fmt.Errorf("%w (%s: %s)", ErrNotFilter, op, msg)
+		}
+	}
+	return fmt.Errorf("rbloom: %s: %w", op, err)
+}

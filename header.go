@@ -1,0 +1,150 @@
+package rbloom
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// A filter is one Redis string: a fixed 64-byte header followed by the slots.
+// Keeping the parameters in the same string as the data means a single
+// GETRANGE checks both, a script compares them before it writes, and the two
+// can never drift apart (a DEL removes both).
+//
+//	offset  size  field
+//	 0       6    magic "rbloom"
+//	 6       1    format version (1)
+//	 7       1    mode: 'c' counting (4-bit counters), 'b' classic (1 bit)
+//	 8       1    k, the number of hash functions
+//	 9       3    zero
+//	12       4    m, the number of slots (uint32, big-endian)
+//	16       4    partitions (uint32, big-endian; 1)
+//	20       4    zero
+//	24       8    items added minus items removed (int64, big-endian)
+//	32       8    capacity n the filter was sized for (uint64)
+//	40       8    target error rate p (IEEE 754 float64)
+//	48      16    zero
+//
+// Bytes 0-23 are the filter's identity: a writer whose identity differs gets
+// ErrParamsMismatch. Bytes 24-63 are informational. Slot i starts at bit
+// 512 + i*w of the string, where w is 4 (counting) or 1 (classic); the
+// string is always exactly 64 + ceil(m*w/8) bytes long.
+const (
+	headerSize     = 64
+	identitySize   = 24
+	headerBits     = headerSize * 8
+	itemsBitOffset = 24 * 8 // where the scripts keep the item count
+	formatVersion  = 1
+	magic          = "rbloom"
+)
+
+// Mode is the kind of slots a filter has.
+type Mode byte
+
+const (
+	// ModeCounting is a counting filter: 4-bit counters that support Remove.
+	ModeCounting Mode = 'c'
+	// ModeClassic is a classic filter: one bit per slot, no Remove.
+	ModeClassic Mode = 'b'
+)
+
+// String returns "counting" or "classic".
+func (m Mode) String() string {
+	switch m {
+	case ModeCounting:
+		return "counting"
+	case ModeClassic:
+		return "classic"
+	}
+	return fmt.Sprintf("Mode(%q)", byte(m))
+}
+
+// width is the size of one slot in bits.
+func (m Mode) width() uint64 {
+	if m == ModeCounting {
+		return 4
+	}
+	return 1
+}
+
+// maxSlots is the most slots one Redis string can hold: Redis strings are at
+// most 512 MiB, and the header takes 64 bytes of that.
+func (m Mode) maxSlots() uint64 {
+	return (512<<20 - headerSize) * 8 / m.width()
+}
+
+// header is the decoded form of a filter's header.
+type header struct {
+	mode       Mode
+	k          int
+	m          uint64
+	partitions uint32
+	items      int64
+	capacity   uint64
+	errorRate  float64
+}
+
+// size is the length in bytes of the Redis string holding the filter.
+func (h header) size() int64 {
+	return headerSize + int64((h.m*h.mode.width()+7)/8)
+}
+
+// encode returns the 64 header bytes, with items set to zero.
+func (h header) encode() string {
+	var b [headerSize]byte
+	copy(b[:], magic)
+	b[6] = formatVersion
+	b[7] = byte(h.mode)
+	b[8] = byte(h.k)
+	binary.BigEndian.PutUint32(b[12:], uint32(h.m))
+	binary.BigEndian.PutUint32(b[16:], h.partitions)
+	binary.BigEndian.PutUint64(b[32:], h.capacity)
+	binary.BigEndian.PutUint64(b[40:], math.Float64bits(h.errorRate))
+	return string(b[:])
+}
+
+// parseHeader decodes the first bytes of a Redis string, which must be a
+// whole header. Any string that is not a filter of this format version gives
+// an error wrapping ErrNotFilter.
+func parseHeader(b string) (header, error) {
+	if len(b) < headerSize || b[:len(magic)] != magic {
+		return header{}, fmt.Errorf("%w: no rbloom header", ErrNotFilter)
+	}
+	if b[6] != formatVersion {
+		return header{}, fmt.Errorf("%w: format version %d, this library reads version %d", ErrNotFilter, b[6], formatVersion)
+	}
+	h := header{
+		mode:       Mode(b[7]),
+		k:          int(b[8]),
+		m:          be(b[12:16]),
+		partitions: uint32(be(b[16:20])),
+		items:      int64(be(b[24:32])),
+		capacity:   be(b[32:40]),
+		errorRate:  math.Float64frombits(be(b[40:48])),
+	}
+	switch {
+	case h.mode != ModeCounting && h.mode != ModeClassic:
+		return header{}, fmt.Errorf("%w: unknown mode %q", ErrNotFilter, b[7])
+	case h.k < 1 || h.k > MaxHashes:
+		return header{}, fmt.Errorf("%w: k = %d outside 1..%d", ErrNotFilter, h.k, MaxHashes)
+	case h.m < 1 || h.m > h.mode.maxSlots():
+		return header{}, fmt.Errorf("%w: m = %d outside 1..%d", ErrNotFilter, h.m, h.mode.maxSlots())
+	case b[9:12] != "\x00\x00\x00" || b[20:24] != "\x00\x00\x00\x00":
+		// The identity must be exactly what encode writes, or Open would
+		// build a filter whose writes are refused as a mismatch.
+		return header{}, fmt.Errorf("%w: reserved header bytes are not zero", ErrNotFilter)
+	case h.partitions != 1:
+		return header{}, fmt.Errorf("%w: %d partitions, this library reads 1", ErrNotFilter, h.partitions)
+	}
+	return h, nil
+}
+
+// be decodes a big-endian unsigned integer of up to 8 bytes without copying
+// the string, since reads parse the header on every call.
+func be(s string) uint64 {
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		v = v<<8 | uint64(s[i])
+	}
+	return v
+}

@@ -1,0 +1,86 @@
+package rbloom
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// MaxHashes is the largest number of hash functions a filter may use. It is
+// far above what any useful error rate needs (k = 30 gives p near 1e-9).
+const MaxHashes = 64
+
+// DefaultErrorRate is the false-positive rate used when Options.ErrorRate is 0.
+const DefaultErrorRate = 0.01
+
+// Options size a filter. Either set Capacity (and optionally ErrorRate), and
+// m and k are derived with OptimalCounters and OptimalHashes, or set
+// Counters and Hashes explicitly. The zero value of each field means its
+// default; invalid values are rejected with ErrInvalidOptions, never clamped.
+type Options struct {
+	// Capacity is n, the number of items the filter is sized for. Required
+	// unless Counters and Hashes are both set.
+	Capacity uint64
+
+	// ErrorRate is p, the false-positive rate wanted at Capacity items. It
+	// must be in (0, 1). Default DefaultErrorRate (0.01).
+	ErrorRate float64
+
+	// Counters is m, the number of slots (counters in a counting filter,
+	// bits in a classic one). Default OptimalCounters(Capacity, ErrorRate).
+	// One Redis string holds at most about 2^30 counters or 2^32 bits.
+	Counters uint64
+
+	// Hashes is k, the number of slots each item sets, 1 to MaxHashes.
+	// Default OptimalHashes(Capacity, Counters).
+	Hashes int
+
+	// TTL, when positive, is the time to live given to the filter's key when
+	// its first write creates it; later writes do not extend it. Redis keeps
+	// TTLs in milliseconds. Default 0: no expiry.
+	TTL time.Duration
+}
+
+// resolve validates o and returns the header of the filter it describes.
+// Error messages name the field at fault.
+func (o Options) resolve(mode Mode) (header, error) {
+	bad := func(format string, args ...any) (header, error) {
+		return header{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	p := o.ErrorRate
+	switch {
+	case math.IsNaN(p) || p < 0 || p >= 1:
+		return bad("ErrorRate = %v, want a value in (0, 1)", p)
+	case o.Hashes < 0 || o.Hashes > MaxHashes:
+		return bad("Hashes = %d, want 1 to %d", o.Hashes, MaxHashes)
+	case o.TTL < 0 || (o.TTL > 0 && o.TTL < time.Millisecond):
+		return bad("TTL = %v, want 0 (no expiry) or at least 1ms", o.TTL)
+	case o.Capacity == 0 && o.Counters == 0:
+		return bad("Capacity is 0 and Counters is 0: set Capacity, or Counters and Hashes")
+	case o.Capacity == 0 && o.Hashes == 0:
+		return bad("Hashes is 0 and Capacity is 0: set Hashes, or Capacity to derive it")
+	}
+	h := header{mode: mode, k: o.Hashes, m: o.Counters, partitions: 1, capacity: o.Capacity, errorRate: p}
+	field := "Counters"
+	if h.m == 0 {
+		if p == 0 {
+			h.errorRate = DefaultErrorRate
+		}
+		h.m, field = OptimalCounters(h.capacity, h.errorRate), "Capacity"
+	}
+	if h.m > mode.maxSlots() {
+		return bad("%s: the filter needs %d slots, more than one Redis string holds in %s mode (%d)",
+			field, h.m, mode, mode.maxSlots())
+	}
+	if h.k == 0 {
+		h.k = OptimalHashes(h.capacity, h.m)
+		if h.k > MaxHashes {
+			return bad("Capacity = %d in %d Counters needs %d Hashes, more than %d", h.capacity, h.m, h.k, MaxHashes)
+		}
+	}
+	if h.errorRate == 0 {
+		// m or k was given: record the rate they give at Capacity.
+		h.errorRate = FalsePositiveRate(h.capacity, h.m, h.k)
+	}
+	return h, nil
+}
