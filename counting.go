@@ -1,0 +1,115 @@
+// Package rbloom keeps Bloom filters in Redis, above all a counting Bloom
+// filter that supports deletion.
+//
+// A counting filter (NewCounting) keeps a 4-bit counter per slot: Add
+// increments an item's k counters, Remove decrements them, Test checks that
+// all k are non-zero. A classic filter (NewClassic) keeps one bit per slot
+// and cannot remove. Every Add and Remove changes all k slots of an item
+// atomically, in a Lua script, so any number of writers on any number of
+// machines keep the filter consistent.
+//
+// The promise: an item that was added and not removed always tests true. It
+// holds as long as callers keep one rule: remove only what was added.
+// Removing an item that was never added but happens to test true (a false
+// positive) decrements counters that belong to other items, and can make
+// them test false.
+//
+// A counter that reaches 15 is saturated: its true count is unknown, so it
+// is never decremented again. That keeps the promise at the cost of items
+// that can no longer be removed from it; rebuild the filter to clear them.
+//
+// A filter is one Redis string: a 64-byte header holding its parameters,
+// then the slots. The first write creates it; reading a filter that does not
+// exist reads an empty filter. Values of *Counting and *Classic hold no
+// state of their own and are safe for concurrent use by multiple goroutines.
+package rbloom
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Counting is a counting Bloom filter in Redis: 4-bit counters that support
+// Remove. It is safe for concurrent use by multiple goroutines.
+type Counting struct{ f *filter }
+
+var _ Filter = (*Counting)(nil)
+
+// NewCounting returns the counting filter called name, sized by o, in the
+// Redis that rdb (a *redis.Client or *redis.ClusterClient) reaches. It
+// validates its arguments and does not contact Redis: the first write
+// creates the filter, and a write to an existing filter of other parameters
+// fails with ErrParamsMismatch. Names may not contain braces or control
+// characters; the filter's key is "rbloom:{name}".
+func NewCounting(rdb redis.UniversalClient, name string, o Options) (*Counting, error) {
+	f, err := newFilter(rdb, name, ModeCounting, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Counting{f}, nil
+}
+
+// Add adds item and reports whether it may already have been present (all
+// its counters were non-zero). The filter is created if it does not exist.
+func (c *Counting) Add(ctx context.Context, item string) (bool, error) {
+	return first(c.f.add(ctx, []string{item}))
+}
+
+// AddMany adds items in order, as if by Add, in one round trip per 9,000 or
+// so items, and reports for each whether it may already have been present.
+// Each item is added atomically; on error, some items may have been added.
+func (c *Counting) AddMany(ctx context.Context, items []string) ([]bool, error) {
+	return c.f.add(ctx, items)
+}
+
+// Remove removes item if it may be present and reports whether it did. It
+// returns false, changing nothing, when the item is definitely absent. A
+// saturated counter (15) is left as it is. Remove only items that were
+// added: see the package documentation.
+func (c *Counting) Remove(ctx context.Context, item string) (bool, error) {
+	return first(c.f.remove(ctx, []string{item}))
+}
+
+// RemoveMany removes items in order, as if by Remove, and reports for each
+// whether it was removed. Each item is removed atomically; on error, some
+// items may have been removed.
+func (c *Counting) RemoveMany(ctx context.Context, items []string) ([]bool, error) {
+	return c.f.remove(ctx, items)
+}
+
+// Test reports whether item may be present. False means it is definitely
+// absent. Test never writes.
+func (c *Counting) Test(ctx context.Context, item string) (bool, error) {
+	return first(c.f.test(ctx, []string{item}))
+}
+
+// TestMany reports, for each item, whether it may be present.
+func (c *Counting) TestMany(ctx context.Context, items []string) ([]bool, error) {
+	return c.f.test(ctx, items)
+}
+
+// Count returns the smallest of item's counters, from 0 to 15: an upper
+// bound on how many times item was added and not removed (15 means 15 or
+// more, or unknown).
+func (c *Counting) Count(ctx context.Context, item string) (int, error) {
+	return first(c.f.count(ctx, []string{item}))
+}
+
+// Info reads the filter's parameters and fill from Redis.
+func (c *Counting) Info(ctx context.Context) (*Info, error) { return c.f.info(ctx) }
+
+// Drop deletes the filter from Redis. A later write creates it again.
+func (c *Counting) Drop(ctx context.Context) error { return c.f.drop(ctx) }
+
+// Name returns the filter's name.
+func (c *Counting) Name() string { return c.f.name }
+
+// first returns the only element of a one-item batch.
+func first[T any](s []T, err error) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	return s[0], nil
+}

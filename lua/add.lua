@@ -1,0 +1,57 @@
+-- add.lua: add items to a filter. Each call is atomic: every item's k slots
+-- are incremented (counting) or set (classic) together. The first add
+-- creates the filter.
+--
+-- KEYS[1]   the filter's key
+-- KEYS[2]   this call's operation key, in the same hash slot. It records
+--           the answer, so that a retry of the same call (go-redis re-sends
+--           a script whose reply was lost) returns it instead of adding twice.
+-- ARGV[1]   the filter's 64-byte header; written if KEYS[1] does not exist
+-- ARGV[2]   TTL in ms given to a filter this call creates, 0 for none
+-- ARGV[3]   how long KEYS[2] is kept, in ms
+-- ARGV[4..] k groups per item, one per slot: 'INCRBY' 'u4' <bit offset> '1'
+--           (counting) or 'SET' 'u1' <bit offset> '1' (classic)
+-- Returns   one character per item: '1' if all its slots were non-zero
+--           before (it may already have been present), '0' otherwise.
+
+local done = redis.call('GET', KEYS[2])
+if done then return done end
+
+local f, why = parse(ARGV[1])
+if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
+local ttl = int(ARGV[2], 0, 2^50)
+local keep = int(ARGV[3], 1, 2^50)
+if not ttl or not keep then return reject('ARGS', 'ARGV[2..3] are not durations in ms') end
+local exists, err = open(KEYS[1], f, ARGV[1])
+if err then return err end
+local op, typ, zero = 'INCRBY', 'u4', 1 -- a counter at 0 comes back as 1
+if f.mode == 'b' then op, typ, zero = 'SET', 'u1', 0 end -- SET returns the old bit
+local n
+n, err = slots(f, 4, op, typ, '1')
+if not n then return err end
+
+-- The first reply is the item count kept in the header.
+local r = redis.call('BITFIELD', KEYS[1], 'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n, unpack(ARGV, 4))
+if not exists then
+  -- Written after BITFIELD, which is the only call that can still fail.
+  -- Bytes 25-32 hold the item count BITFIELD has just set.
+  redis.call('SETRANGE', KEYS[1], 0, string.sub(ARGV[1], 1, 24))
+  redis.call('SETRANGE', KEYS[1], 32, string.sub(ARGV[1], 33))
+  if redis.call('STRLEN', KEYS[1]) < f.size then
+    redis.call('SETRANGE', KEYS[1], f.size - 1, '\0')
+  end
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+end
+
+local out, j = {}, 2
+for i = 1, n do
+  local seen = '1'
+  for _ = 1, f.k do
+    if r[j] == zero then seen = '0' end
+    j = j + 1
+  end
+  out[i] = seen
+end
+local res = table.concat(out)
+redis.call('SET', KEYS[2], res, 'PX', keep)
+return res
