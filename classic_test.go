@@ -1,0 +1,59 @@
+package rbloom
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func newClassicT(t *testing.T, rdb redis.UniversalClient, name string, o Options) *Classic {
+	t.Helper()
+	c, err := NewClassic(rdb, name, o)
+	if err != nil {
+		t.Fatalf("NewClassic(%q, %+v): %v", name, o, err)
+	}
+	return c
+}
+
+func TestClassic(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newClassicT(t, rdb, "bits", Options{Capacity: 1000})
+		if ok := must(c.Test(ctx, "a")); ok {
+			t.Error("Test(a) on an empty filter = true")
+		}
+		if existed := must(c.Add(ctx, "a")); existed {
+			t.Error("first Add(a) = true")
+		}
+		if existed := must(c.Add(ctx, "a")); !existed {
+			t.Error("second Add(a) = false")
+		}
+		got := must(c.AddMany(ctx, []string{"b", "c", "b"}))
+		if want := []bool{false, false, true}; !equal(got, want) {
+			t.Errorf("AddMany = %v, want %v", got, want)
+		}
+		got = must(c.TestMany(ctx, []string{"a", "b", "c", "d"}))
+		if want := []bool{true, true, true, false}; !equal(got, want) {
+			t.Errorf("TestMany = %v, want %v", got, want)
+		}
+		in := must(c.Info(ctx))
+		if in.Mode != ModeClassic || in.Items != 5 || in.Counters != 9586 {
+			t.Errorf("Info = %+v", in)
+		}
+		// Bits are one per slot: the string is a quarter of a counting one.
+		if n := rdb.StrLen(ctx, c.f.key).Val(); n != 64+(9586+7)/8 {
+			t.Errorf("STRLEN = %d, want %d", n, 64+(9586+7)/8)
+		}
+	})
+}
+
+func equal(a, b []bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

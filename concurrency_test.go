@@ -1,0 +1,157 @@
+package rbloom
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rbloom/rbloom/rbloomtest"
+)
+
+// TestConcurrentWriters has 16 goroutines, each on its own connection, add
+// and remove overlapping items at the same time. Each goroutine keeps its
+// own multiset; their sum is the model. Afterwards every counter must equal
+// the model's exact sum, and no item held may test false.
+func TestConcurrentWriters(t *testing.T) {
+	addr := rbloomtest.StartRedis(t)
+	const (
+		writers = 16
+		steps   = 400
+		window  = 200 // writer w uses items w*50 .. w*50+199: each is shared by 4
+	)
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	probe := newCounting(t, admin, "crowd", Options{Counters: 50_000, Hashes: 5})
+
+	held := make([]map[string]int, writers)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		held[w] = map[string]int{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
+			defer rdb.Close()
+			c, err := NewCounting(rdb, "crowd", Options{Counters: 50_000, Hashes: 5})
+			if err != nil {
+				errs <- err
+				return
+			}
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			mine := held[w]
+			for range steps {
+				item := fmt.Sprint("item-", w*50+rng.IntN(window))
+				switch {
+				case mine[item] > 0 && rng.IntN(8) != 0:
+					if ok, err := c.Remove(ctx, item); err != nil || !ok {
+						errs <- fmt.Errorf("writer %d: Remove(%q) = %v, %v", w, item, ok, err)
+						return
+					}
+					mine[item]--
+				case rng.IntN(8) == 0:
+					batch := []string{item, item}
+					if _, err := c.AddMany(ctx, batch); err != nil {
+						errs <- err
+						return
+					}
+					for _, b := range batch {
+						mine[b]++
+					}
+				default:
+					if _, err := c.Add(ctx, item); err != nil {
+						errs <- err
+						return
+					}
+					mine[item]++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	exact := make([]int, probe.f.h.m)
+	total := map[string]int{}
+	for _, mine := range held {
+		for item, n := range mine {
+			total[item] += n
+			for _, s := range locate(nil, item, probe.f.h.k, probe.f.h.m) {
+				exact[s] += n
+			}
+		}
+	}
+	t.Logf("max multiplicity %d", slices.Max(slices.Collect(maps.Values(total))))
+	if slices.Max(exact) >= 15 {
+		t.Fatalf("the workload saturated a counter (%d): the exact comparison needs fewer items", slices.Max(exact))
+	}
+	if got := slotValues(t, admin, probe.f); !slices.Equal(got, exact) {
+		for i := range got {
+			if got[i] != exact[i] {
+				t.Errorf("counter %d = %d, want %d", i, got[i], exact[i])
+			}
+		}
+		t.Fatal("counters differ from the model")
+	}
+	var items []string
+	for item, n := range total {
+		if n > 0 {
+			items = append(items, item)
+		}
+	}
+	for i, ok := range must(probe.TestMany(ctx, items)) {
+		if !ok {
+			t.Errorf("false negative: %q held %d times tests false", items[i], total[items[i]])
+		}
+	}
+	t.Logf("%d writers x %d steps; %d distinct items held at the end", writers, steps, len(items))
+}
+
+// TestFalsePositiveRate fills filters to capacity and measures the rate at
+// which 200,000 items never added test true: within 20% of the target.
+func TestFalsePositiveRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills 100,000 items")
+	}
+	rdb := realRedis(t)
+	const n, p = 100_000, 0.01
+	added := make([]string, n)
+	for i := range added {
+		added[i] = fmt.Sprint("member-", i)
+	}
+	never := make([]string, 2*n)
+	for i := range never {
+		never[i] = fmt.Sprint("stranger-", i)
+	}
+	counting := must(NewCounting(rdb, "fpr-counting", Options{Capacity: n, ErrorRate: p}))
+	classic := must(NewClassic(rdb, "fpr-classic", Options{Capacity: n, ErrorRate: p}))
+	for _, f := range []Filter{counting, classic} {
+		if _, err := f.AddMany(ctx, added); err != nil {
+			t.Fatal(err)
+		}
+		for i, ok := range must(f.TestMany(ctx, added)) {
+			if !ok {
+				t.Fatalf("%T: false negative for %q", f, added[i])
+			}
+		}
+		positives := 0
+		for _, ok := range must(f.TestMany(ctx, never)) {
+			if ok {
+				positives++
+			}
+		}
+		rate := float64(positives) / float64(len(never))
+		t.Logf("%T: %d of %d never-added items test true: rate %.5f, target %v", f, positives, len(never), rate, p)
+		if rate < 0.8*p || rate > 1.2*p {
+			t.Errorf("%T: false-positive rate %.5f, want within 20%% of %v", f, rate, p)
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package rbloom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var ctx = context.Background()
+
+func newCounting(t *testing.T, rdb redis.UniversalClient, name string, o Options) *Counting {
+	t.Helper()
+	c, err := NewCounting(rdb, name, o)
+	if err != nil {
+		t.Fatalf("NewCounting(%q, %+v): %v", name, o, err)
+	}
+	return c
+}
+
+// must returns v, or panics (failing the test run) when err is not nil.
+// It keeps the many calls whose error no test expects on one line.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func TestCountingBasics(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "users", Options{Capacity: 1000})
+		steps := []struct {
+			op   string // add, test, remove, count
+			item string
+			want any
+		}{
+			{"test", "a", false},
+			{"count", "a", 0},
+			{"remove", "a", false}, // absent: nothing changes
+			{"add", "a", false},
+			{"add", "a", true},
+			{"test", "a", true},
+			{"count", "a", 2},
+			{"add", "", false}, // the empty string is an item like any other
+			{"test", "", true},
+			{"remove", "a", true},
+			{"count", "a", 1},
+			{"remove", "a", true},
+			{"test", "a", false},
+			{"remove", "a", false},
+			{"test", "", true},
+		}
+		for i, s := range steps {
+			var got any
+			var err error
+			switch s.op {
+			case "add":
+				got, err = c.Add(ctx, s.item)
+			case "test":
+				got, err = c.Test(ctx, s.item)
+			case "remove":
+				got, err = c.Remove(ctx, s.item)
+			case "count":
+				got, err = c.Count(ctx, s.item)
+			}
+			if err != nil || got != s.want {
+				t.Fatalf("step %d: %s(%q) = %v, %v; want %v", i, s.op, s.item, got, err, s.want)
+			}
+		}
+		in := must(c.Info(ctx))
+		if !in.Exists || in.Mode != ModeCounting || in.Items != 1 || in.Counters != 9586 || in.Hashes != 7 ||
+			in.Capacity != 1000 || in.ErrorRate != 0.01 || in.Bytes < 64+4793 {
+			t.Errorf("Info = %+v, want an existing counting filter, 1 item, m 9586, k 7, n 1000, p 0.01", in)
+		}
+	})
+}
+
+func TestBatches(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "batch", Options{Capacity: 10_000})
+		// More items than one script call takes, with repeats.
+		items := make([]string, 700)
+		for i := range items {
+			items[i] = fmt.Sprint("item-", i%500)
+		}
+		added := must(c.AddMany(ctx, items))
+		for i, existed := range added {
+			if want := i >= 500; existed != want {
+				t.Fatalf("AddMany[%d] (%q) = %v, want %v", i, items[i], existed, want)
+			}
+		}
+		for i, ok := range must(c.TestMany(ctx, items)) {
+			if !ok {
+				t.Fatalf("TestMany[%d] (%q) = false after AddMany", i, items[i])
+			}
+		}
+		removed := must(c.RemoveMany(ctx, append(items[:600:600], "never-added")))
+		for i, ok := range removed[:600] {
+			if !ok {
+				t.Fatalf("RemoveMany[%d] (%q) = false, want true", i, items[i])
+			}
+		}
+		if removed[600] {
+			t.Errorf("RemoveMany(never-added) = true, want false")
+		}
+		// item-0..199 were added twice, item-200..499 once; item-0..99 were
+		// removed twice, item-100..499 once. item-100..199 are still held.
+		counts := must(c.f.count(ctx, items[:500]))
+		for i, n := range counts {
+			if i >= 100 && i < 200 && n < 1 {
+				t.Fatalf("Count(%q) = %d, but it is still held", items[i], n)
+			}
+		}
+		if in := must(c.Info(ctx)); in.Items != 100 {
+			t.Errorf("Info.Items = %d, want 100", in.Items)
+		}
+		for _, empty := range [][]string{nil, {}} {
+			if r, err := c.AddMany(ctx, empty); err != nil || len(r) != 0 {
+				t.Errorf("AddMany(%v) = %v, %v; want [], nil", empty, r, err)
+			}
+			if r, err := c.TestMany(ctx, empty); err != nil || len(r) != 0 {
+				t.Errorf("TestMany(%v) = %v, %v; want [], nil", empty, r, err)
+			}
+		}
+	})
+}
+
+// TestSticky checks that a counter at 15 is never decremented: its true
+// count is unknown, and decrementing it could make an item still held test
+// false.
+func TestSticky(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "sticky", Options{Counters: 1, Hashes: 1})
+		for i := range 16 {
+			must(c.Add(ctx, fmt.Sprint("x", i)))
+		}
+		if n := must(c.Count(ctx, "x0")); n != 15 {
+			t.Fatalf("Count after 16 adds = %d, want 15", n)
+		}
+		for i := range 16 {
+			if !must(c.Remove(ctx, fmt.Sprint("x", i))) {
+				t.Fatalf("Remove(x%d) = false, want true: the counter is non-zero", i)
+			}
+		}
+		if n := must(c.Count(ctx, "x0")); n != 15 {
+			t.Errorf("Count after removing all = %d, want 15 (sticky)", n)
+		}
+		// Below 15, counters go down and up exactly.
+		d := newCounting(t, rdb, "exact", Options{Counters: 1, Hashes: 1})
+		must(d.AddMany(ctx, []string{"a", "b", "c"}))
+		must(d.RemoveMany(ctx, []string{"a", "b"}))
+		if n := must(d.Count(ctx, "c")); n != 1 {
+			t.Errorf("Count = %d, want 1", n)
+		}
+	})
+}
+
+// TestNothingCreated checks that reads and removes of a filter that does not
+// exist answer "absent" without creating a key: BITFIELD would create one.
+func TestNothingCreated(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "ghost", Options{Capacity: 100})
+		if ok := must(c.Test(ctx, "a")); ok {
+			t.Error("Test on a missing filter = true")
+		}
+		if n := must(c.Count(ctx, "a")); n != 0 {
+			t.Errorf("Count on a missing filter = %d", n)
+		}
+		if ok := must(c.Remove(ctx, "a")); ok {
+			t.Error("Remove on a missing filter = true")
+		}
+		must(c.RemoveMany(ctx, []string{"a", "b"}))
+		in := must(c.Info(ctx))
+		if in.Exists || in.Items != 0 {
+			t.Errorf("Info on a missing filter = %+v", in)
+		}
+		if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 0 {
+			t.Errorf("keys after reads of a missing filter: %v, want none", keys)
+		}
+	})
+}
+
+// TestRefused checks every way a write or read can be refused: nothing in
+// Redis may change.
+func TestRefused(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		must(newCounting(t, rdb, "small", Options{Capacity: 100}).Add(ctx, "a"))
+		must(newClassicT(t, rdb, "bits", Options{Capacity: 100}).Add(ctx, "a"))
+		rdb.Set(ctx, keyOf("plain"), "hello", 0)
+		rdb.Set(ctx, keyOf("empty"), "", 0)
+		rdb.HSet(ctx, keyOf("hash"), "f", "v")
+		rdb.Set(ctx, keyOf("short"), newCounting(t, rdb, "x", Options{Capacity: 100}).f.head+"\x00\x00", 0)
+		future := []byte(newCounting(t, rdb, "x", Options{Capacity: 100}).f.head + string(make([]byte, 4793)))
+		future[6] = 2
+		rdb.Set(ctx, keyOf("future"), string(future), 0)
+		before := dump(t, rdb)
+
+		tests := []struct {
+			name string
+			o    Options
+			want error
+		}{
+			{"small", Options{Capacity: 200}, ErrParamsMismatch},
+			{"small", Options{Capacity: 100, Hashes: 3}, ErrParamsMismatch},
+			{"bits", Options{Capacity: 100}, ErrParamsMismatch}, // classic, opened as counting
+			{"plain", Options{Capacity: 100}, ErrNotFilter},
+			{"empty", Options{Capacity: 100}, ErrNotFilter},
+			{"hash", Options{Capacity: 100}, ErrNotFilter},
+			{"short", Options{Capacity: 100}, ErrNotFilter},
+			{"future", Options{Capacity: 100}, ErrNotFilter},
+		}
+		for _, tt := range tests {
+			c := newCounting(t, rdb, tt.name, tt.o)
+			ops := map[string]func() error{
+				"Add":        func() error { _, err := c.Add(ctx, "a"); return err },
+				"AddMany":    func() error { _, err := c.AddMany(ctx, []string{"a", "b"}); return err },
+				"Remove":     func() error { _, err := c.Remove(ctx, "a"); return err },
+				"RemoveMany": func() error { _, err := c.RemoveMany(ctx, []string{"a", "b"}); return err },
+				"Test":       func() error { _, err := c.Test(ctx, "a"); return err },
+				"Count":      func() error { _, err := c.Count(ctx, "a"); return err },
+				"Info":       func() error { _, err := c.Info(ctx); return err },
+			}
+			for _, op := range slices.Sorted(maps.Keys(ops)) {
+				if err := ops[op](); !errors.Is(err, tt.want) {
+					t.Errorf("%s on %s with %+v: error %v, want %v", op, tt.name, tt.o, err, tt.want)
+				}
+			}
+		}
+		if after := dump(t, rdb); !maps.Equal(before, after) {
+			t.Errorf("refused operations changed Redis:\nbefore %q\nafter  %q", before, after)
+		}
+	})
+}
+
+func TestTTL(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "ttl", Options{Capacity: 100, TTL: time.Hour})
+		must(c.Add(ctx, "a"))
+		rdb.PExpire(ctx, c.f.key, time.Minute) // later writes must not extend it
+		must(c.Add(ctx, "b"))
+		must(c.Remove(ctx, "a"))
+		if ttl := rdb.PTTL(ctx, c.f.key).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Errorf("PTTL = %v, want at most 1m: set once, at creation", ttl)
+		}
+		if in := must(c.Info(ctx)); in.TTL <= 0 || in.TTL > time.Minute {
+			t.Errorf("Info.TTL = %v", in.TTL)
+		}
+		d := newCounting(t, rdb, "forever", Options{Capacity: 100})
+		must(d.Add(ctx, "a"))
+		if ttl := rdb.PTTL(ctx, d.f.key).Val(); ttl != -1 {
+			t.Errorf("PTTL without TTL = %v, want -1 (none)", ttl)
+		}
+	})
+}
+
+func TestOpen(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "shared", Options{Capacity: 5000, ErrorRate: 0.001})
+		must(c.AddMany(ctx, []string{"a", "b"}))
+		f := must(Open(ctx, rdb, "shared"))
+		oc, ok := f.(*Counting)
+		if !ok {
+			t.Fatalf("Open = %T, want *Counting", f)
+		}
+		if ok := must(oc.Test(ctx, "a")); !ok {
+			t.Error("opened filter: Test(a) = false")
+		}
+		if ok := must(oc.Remove(ctx, "b")); !ok {
+			t.Error("opened filter: Remove(b) = false")
+		}
+		if in := must(oc.Info(ctx)); in.Capacity != 5000 || in.ErrorRate != 0.001 || in.Items != 1 {
+			t.Errorf("opened filter: Info = %+v", in)
+		}
+		must(newClassicT(t, rdb, "bits", Options{Capacity: 10}).Add(ctx, "x"))
+		if f := must(Open(ctx, rdb, "bits")); f == nil {
+			t.Error("Open(bits) = nil")
+		} else if _, ok := f.(*Classic); !ok {
+			t.Errorf("Open(bits) = %T, want *Classic", f)
+		}
+		if _, err := Open(ctx, rdb, "nobody"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Open(nobody) error = %v, want ErrNotFound", err)
+		}
+		rdb.Set(ctx, keyOf("plain"), "hello", 0)
+		if _, err := Open(ctx, rdb, "plain"); !errors.Is(err, ErrNotFilter) {
+			t.Errorf("Open(plain) error = %v, want ErrNotFilter", err)
+		}
+		if err := c.Drop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(ctx, rdb, "shared"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Open after Drop: error = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// TestScriptFlush checks that writes survive the loss of the script cache
+// (restart, failover, SCRIPT FLUSH), in single calls and in pipelines.
+func TestScriptFlush(t *testing.T) {
+	rdb := realRedis(t)
+	c := newCounting(t, rdb, "flush", Options{Capacity: 10_000})
+	items := make([]string, 1000)
+	for i := range items {
+		items[i] = fmt.Sprint(i)
+	}
+	for round := range 3 {
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.AddMany(ctx, items); err != nil {
+			t.Fatalf("round %d: AddMany after SCRIPT FLUSH: %v", round, err)
+		}
+		rdb.ScriptFlush(ctx)
+		if _, err := c.Add(ctx, "one"); err != nil {
+			t.Fatalf("round %d: Add after SCRIPT FLUSH: %v", round, err)
+		}
+	}
+	if n := must(c.Count(ctx, "0")); n != 3 {
+		t.Errorf("Count = %d, want 3: each round added once", n)
+	}
+}

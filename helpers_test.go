@@ -1,0 +1,80 @@
+package rbloom
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rbloom/rbloom/rbloomtest"
+)
+
+// realRedis starts a redis-server for the test (skipped, or failed under
+// CI, when none is installed) and returns a client of it.
+func realRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t)})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// miniRedis returns a client of an in-memory miniredis that runs rbloom.
+func miniRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	m := rbloomtest.NewMiniredis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// onBoth runs fn as a subtest on miniredis and on a real Redis.
+func onBoth(t *testing.T, fn func(t *testing.T, rdb *redis.Client)) {
+	t.Run("miniredis", func(t *testing.T) { fn(t, miniRedis(t)) })
+	t.Run("redis", func(t *testing.T) { fn(t, realRedis(t)) })
+}
+
+// slotValues decodes every slot of the filter stored at key: nil when the
+// key does not exist.
+func slotValues(t interface{ Fatalf(string, ...any) }, rdb redis.UniversalClient, f *filter) []int {
+	s, err := rdb.Get(context.Background(), f.key).Result()
+	if err == redis.Nil {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v", f.key, err)
+	}
+	if int64(len(s)) != f.h.size() {
+		t.Fatalf("len(%s) = %d, want %d", f.key, len(s), f.h.size())
+	}
+	vals := make([]int, f.h.m)
+	for i := range vals {
+		switch f.h.mode {
+		case ModeCounting:
+			b := s[headerSize+i/2]
+			if i%2 == 0 {
+				b >>= 4
+			}
+			vals[i] = int(b & 0x0f)
+		case ModeClassic:
+			vals[i] = int(s[headerSize+i/8]>>(7-i%8)) & 1
+		}
+	}
+	return vals
+}
+
+// dump returns every key and string value in the database, to show that
+// an operation changed nothing.
+func dump(t testing.TB, rdb redis.UniversalClient) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for _, k := range rdb.Keys(ctx, "*").Val() {
+		typ := rdb.Type(ctx, k).Val()
+		if typ == "string" {
+			out[k] = rdb.Get(ctx, k).Val()
+		} else {
+			out[k] = "<" + typ + ">"
+		}
+	}
+	return out
+}

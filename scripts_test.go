@@ -1,0 +1,118 @@
+package rbloom
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestForgedArguments calls the scripts directly, as a buggy or hostile
+// client could, with arguments the library never sends. Every call must be
+// refused before its first write: the database stays byte for byte the same,
+// and no string grows (one bad BITFIELD offset can allocate 512 MB).
+func TestForgedArguments(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "target", Options{Counters: 100, Hashes: 2})
+		must(c.Add(ctx, "a"))
+		end := strconv.Itoa(headerBits + 100*4) // first bit past the last counter
+		huge := header{mode: ModeCounting, k: 2, m: 1 << 31, partitions: 1}.encode()
+		ok := []any{"INCRBY", "u4", "512", "1", "INCRBY", "u4", "516", "1"}
+		with := func(i int, v any) []any { s := append([]any{}, ok...); s[i] = v; return s }
+		adds := map[string][]any{
+			"offset past m":       with(2, end),
+			"offset in header":    with(2, "192"),
+			"negative offset":     with(2, "-4"),
+			"huge offset":         with(2, "4000000000"),
+			"# offset":            with(2, "#200"),
+			"hex offset":          with(2, "0x200"),
+			"offset with space":   with(2, " 512"),
+			"misaligned offset":   with(2, "514"),
+			"non-numeric offset":  with(2, "abc"),
+			"other subcommand":    with(0, "SET"),
+			"overflow subcommand": with(0, "OVERFLOW"),
+			"other type":          with(1, "u8"),
+			"increment 15":        with(3, "15"),
+			"half an item":        ok[:4],
+			"no items":            {},
+		}
+		for _, key := range []string{c.f.key, keyOf("missing")} {
+			before := dump(t, rdb)
+			for name, slots := range adds {
+				args := append([]any{c.f.head, "0", "60000"}, slots...)
+				err := addScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
+				if err == nil {
+					t.Errorf("add on %s with %s: no error", key, name)
+				}
+			}
+			for name, args := range map[string][]any{
+				"bad TTL":        append([]any{c.f.head, "abc", "60000"}, ok...),
+				"negative TTL":   append([]any{c.f.head, "-1", "60000"}, ok...),
+				"zero keep":      append([]any{c.f.head, "0", "0"}, ok...),
+				"short header":   append([]any{c.f.head[:63], "0", "60000"}, ok...),
+				"huge m":         append([]any{huge, "0", "60000"}, ok...),
+				"foreign header": append([]any{strings.Repeat("x", 64), "0", "60000"}, ok...),
+			} {
+				err := addScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
+				if err == nil {
+					t.Errorf("add on %s with %s: no error", key, name)
+				}
+			}
+			for name, slots := range map[string][]any{
+				"offset past m": {"GET", "u4", end, "GET", "u4", "512"},
+				"other type":    {"GET", "u8", "512", "GET", "u4", "512"},
+				"INCRBY":        {"INCRBY", "u4", "512", "GET", "u4", "512"},
+			} {
+				args := append([]any{c.f.head, "60000"}, slots...)
+				if err := removeScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err(); err == nil {
+					t.Errorf("remove on %s with %s: no error", key, name)
+				}
+			}
+			if after := dump(t, rdb); !maps.Equal(before, after) {
+				t.Errorf("forged calls on %s changed Redis:\nbefore %q\nafter  %q", key, before, after)
+			}
+		}
+	})
+}
+
+// TestRetryAppliesOnce re-sends a script call with the same operation key,
+// as go-redis does when a reply is lost: the second call must return the
+// first answer and change nothing.
+func TestRetryAppliesOnce(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "retry", Options{Counters: 64, Hashes: 3})
+		keep := strconv.FormatInt(opKeep.Milliseconds(), 10)
+		add := append([]any{c.f.head, "0", keep}, c.f.slotArgs(nil, []string{"a", "b"}, argIncrby, argOne)...)
+		remove := append([]any{c.f.head, keep}, c.f.slotArgs(nil, []string{"a"}, argGet, nil)...)
+		for _, call := range []struct {
+			script *redis.Script
+			args   []any
+			want   string
+		}{
+			{addScript, add, "00"},
+			{removeScript, remove, "1"},
+		} {
+			keys := []string{c.f.key, c.f.opKey()}
+			first := must(call.script.Run(ctx, rdb, keys, call.args...).Text())
+			before := slotValues(t, rdb, c.f)
+			again := must(call.script.Run(ctx, rdb, keys, call.args...).Text())
+			if first != call.want || again != first {
+				t.Errorf("answers %q then %q, want %q twice", first, again, call.want)
+			}
+			if after := slotValues(t, rdb, c.f); !slices.Equal(before, after) {
+				t.Errorf("the re-sent call changed the counters: %v -> %v", before, after)
+			}
+		}
+		// Once a was added and removed, only b remains.
+		want := make([]int, c.f.h.m)
+		for _, slot := range locate(nil, "b", c.f.h.k, c.f.h.m) {
+			want[slot]++
+		}
+		if got := slotValues(t, rdb, c.f); !slices.Equal(got, want) {
+			t.Errorf("counters = %v, want %v (b alone)", got, want)
+		}
+	})
+}
