@@ -47,6 +47,11 @@ func (c *Classic) TestMany(ctx context.Context, items []string) ([]bool, error) 
 	return c.f.test(ctx, items)
 }
 
+// Create creates the filter, empty, if it does not exist yet; otherwise it
+// checks that the stored filter has the same parameters. Adding creates the
+// filter too: Create is for making it exist before the first item.
+func (c *Classic) Create(ctx context.Context) error { return c.f.create(ctx) }
+
 // Info reads the filter's parameters and fill from Redis.
 func (c *Classic) Info(ctx context.Context) (*Info, error) { return c.f.info(ctx) }
 

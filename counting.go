@@ -96,6 +96,11 @@ func (c *Counting) Count(ctx context.Context, item string) (int, error) {
 	return first(c.f.count(ctx, []string{item}))
 }
 
+// Create creates the filter, empty, if it does not exist yet; otherwise it
+// checks that the stored filter has the same parameters. Adding creates the
+// filter too: Create is for making it exist before the first item.
+func (c *Counting) Create(ctx context.Context) error { return c.f.create(ctx) }
+
 // Info reads the filter's parameters and fill from Redis.
 func (c *Counting) Info(ctx context.Context) (*Info, error) { return c.f.info(ctx) }
 

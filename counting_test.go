@@ -238,6 +238,32 @@ func TestRefused(t *testing.T) {
 	})
 }
 
+func TestCreate(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "made", Options{Capacity: 100, TTL: time.Hour})
+		if err := c.Create(ctx); err != nil {
+			t.Fatal(err)
+		}
+		in := must(c.Info(ctx))
+		if !in.Exists || in.Items != 0 || in.TTL <= 0 {
+			t.Errorf("Info after Create = %+v, want an empty filter with a TTL", in)
+		}
+		if n := rdb.StrLen(ctx, c.f.key).Val(); n != c.f.h.size() {
+			t.Errorf("STRLEN = %d, want %d", n, c.f.h.size())
+		}
+		if err := c.Create(ctx); err != nil {
+			t.Errorf("second Create: %v", err)
+		}
+		other := newCounting(t, rdb, "made", Options{Capacity: 1000})
+		if err := other.Create(ctx); !errors.Is(err, ErrParamsMismatch) {
+			t.Errorf("Create with other parameters: %v, want ErrParamsMismatch", err)
+		}
+		if n := must(c.Count(ctx, "x")); n != 0 {
+			t.Errorf("Count on a created filter = %d", n)
+		}
+	})
+}
+
 func TestTTL(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "ttl", Options{Capacity: 100, TTL: time.Hour})

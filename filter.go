@@ -23,6 +23,9 @@ type Filter interface {
 	Test(ctx context.Context, item string) (bool, error)
 	// TestMany reports, for each item, whether it may be present.
 	TestMany(ctx context.Context, items []string) ([]bool, error)
+	// Create creates the filter, empty, unless it exists with the same
+	// parameters.
+	Create(ctx context.Context) error
 	// Info reads the filter's parameters and fill from Redis.
 	Info(ctx context.Context) (*Info, error)
 	// Drop deletes the filter from Redis.
@@ -131,6 +134,10 @@ func (f *filter) slotArgs(args []any, items []string, op, value any) []any {
 // after losing its reply is applied once.
 func (f *filter) write(ctx context.Context, script *redis.Script, items []string,
 	args func(items []string) []any) ([]bool, error) {
+	if len(items) == 0 { // a call with no items creates the filter
+		_, err := runScripts(ctx, f.rdb, script, []scriptCall{{keys: []string{f.key, f.opKey()}, args: args(nil)}})
+		return []bool{}, err
+	}
 	out := make([]bool, 0, len(items))
 	perCall := maxCallSlots / f.h.k
 	err := chunks(items, maxRoundTripSlots/f.h.k, func(part []string) error {
@@ -139,6 +146,7 @@ func (f *filter) write(ctx context.Context, script *redis.Script, items []string
 			calls = append(calls, scriptCall{keys: []string{f.key, f.opKey()}, args: args(items)})
 			return nil
 		})
+
 		replies, err := runScripts(ctx, f.rdb, script, calls)
 		if err != nil {
 			return err
@@ -166,6 +174,16 @@ func (f *filter) add(ctx context.Context, items []string) ([]bool, error) {
 	if len(items) == 0 {
 		return []bool{}, nil
 	}
+	return f.addItems(ctx, items)
+}
+
+// create creates the filter if it does not exist, by adding no items.
+func (f *filter) create(ctx context.Context) error {
+	_, err := f.addItems(ctx, nil)
+	return err
+}
+
+func (f *filter) addItems(ctx context.Context, items []string) ([]bool, error) {
 	op := argIncrby
 	if f.h.mode == ModeClassic {
 		op = argSet

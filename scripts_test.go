@@ -37,7 +37,6 @@ func TestForgedArguments(t *testing.T) {
 			"other type":          with(1, "u8"),
 			"increment 15":        with(3, "15"),
 			"half an item":        ok[:4],
-			"no items":            {},
 		}
 		for _, key := range []string{c.f.key, keyOf("missing")} {
 			before := dump(t, rdb)

@@ -10,7 +10,8 @@
 -- ARGV[2]   TTL in ms given to a filter this call creates, 0 for none
 -- ARGV[3]   how long KEYS[2] is kept, in ms
 -- ARGV[4..] k groups per item, one per slot: 'INCRBY' 'u4' <bit offset> '1'
---           (counting) or 'SET' 'u1' <bit offset> '1' (classic)
+--           (counting) or 'SET' 'u1' <bit offset> '1' (classic); none
+--           creates the filter and adds nothing
 -- Returns   one character per item: '1' if all its slots were non-zero
 --           before (it may already have been present), '0' otherwise.
 

@@ -81,8 +81,8 @@ end
 local function slots(f, first, op, typ, value)
   local g = value and 4 or 3
   local n = #ARGV - first + 1
-  if n == 0 or n > MAX_ARGS or n % (g * f.k) ~= 0 then
-    return nil, reject('ARGS', n .. ' slot arguments: not a positive multiple of ' .. g * f.k)
+  if n > MAX_ARGS or n % (g * f.k) ~= 0 then
+    return nil, reject('ARGS', n .. ' slot arguments: not a multiple of ' .. g * f.k)
   end
   local lo, hi = HEADER * 8, HEADER * 8 + (f.m - 1) * f.width
   for i = first, #ARGV, g do
