@@ -105,7 +105,7 @@ func chunks(items []string, size int, fn func(part []string) error) error {
 var (
 	argIncrby, argSet, argGet any = "INCRBY", "SET", "GET"
 	argU4, argU1              any = "u4", "u1"
-	argOne                    any = "1"
+	argOne, argMinusOne       any = "1", "-1"
 )
 
 // slotArgs appends, for every item, k groups of op, type, bit offset and,
@@ -207,9 +207,9 @@ func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
 	}
 	keep := strconv.FormatInt(opKeep.Milliseconds(), 10)
 	res, err := f.write(ctx, removeScript, items, func(items []string) []any {
-		args := make([]any, 0, 2+len(items)*f.h.k*3)
+		args := make([]any, 0, 2+len(items)*f.h.k*4)
 		args = append(args, f.head, keep)
-		return f.slotArgs(args, items, argGet, nil)
+		return f.slotArgs(args, items, argIncrby, argMinusOne)
 	})
 	if err != nil {
 		return nil, scriptError("remove", err)

@@ -44,14 +44,14 @@ if not exists then
   if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 end
 
-local out, j = {}, 2
+local out, j, k = {}, 2, f.k
 for i = 1, n do
   local seen = '1'
-  for _ = 1, f.k do
-    if r[j] == zero then seen = '0' end
-    j = j + 1
+  for t = j, j + k - 1 do
+    if r[t] == zero then seen = '0' end
   end
   out[i] = seen
+  j = j + k
 end
 local res = table.concat(out)
 redis.call('SET', KEYS[2], res, 'PX', keep)

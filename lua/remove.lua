@@ -8,7 +8,7 @@
 -- KEYS[2]   this call's operation key, as in add.lua
 -- ARGV[1]   the filter's 64-byte header (only compared, never written)
 -- ARGV[2]   how long KEYS[2] is kept, in ms
--- ARGV[3..] k groups per item, one per counter: 'GET' 'u4' <bit offset>
+-- ARGV[3..] k groups per item, one per counter: 'INCRBY' 'u4' <bit offset> '-1'
 -- Returns   one character per item: '1' removed, '0' definitely absent
 --           (nothing changed).
 
@@ -23,25 +23,60 @@ if not keep then return reject('ARGS', 'ARGV[2] is not a duration in ms') end
 local exists, err = open(KEYS[1], f, ARGV[1])
 if err then return err end
 local n
-n, err = slots(f, 3, 'GET', 'u4', nil)
+n, err = slots(f, 3, 'INCRBY', 'u4', '-1')
 if not n then return err end
 if not exists then return string.rep('0', n) end
+local key, k, slotCount = KEYS[1], f.k, n * f.k
 
-local v = redis.call('BITFIELD_RO', KEYS[1], unpack(ARGV, 3))
+-- Fast path, for the common case where every item is present and no counter
+-- is saturated: decrement everything in one call, as sent. OVERFLOW FAIL
+-- leaves a counter at 0 alone and answers nil (false in Lua); an answer of
+-- 14 means the counter was 15. Either sends us to the exact path.
+local r = redis.call('BITFIELD', key, 'OVERFLOW', 'FAIL', 'INCRBY', 'i64', 192, -n, unpack(ARGV, 3))
+local exact = false
+for t = 2, slotCount + 1 do
+  local v = r[t]
+  if v == false or v == 14 then exact = true break end
+end
+if not exact then
+  local res = string.rep('1', n)
+  redis.call('SET', KEYS[2], res, 'PX', keep)
+  return res
+end
+
+-- Exact path: undo what the fast path applied, read the counters, and
+-- remove item by item.
+local undo = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n}
+local get = {}
+for t = 1, slotCount do
+  local o = ARGV[4 * t + 1]
+  if r[t + 1] ~= false then
+    undo[#undo + 1] = 'INCRBY'
+    undo[#undo + 1] = 'u4'
+    undo[#undo + 1] = o
+    undo[#undo + 1] = 1
+  end
+  get[#get + 1] = 'GET'
+  get[#get + 1] = 'u4'
+  get[#get + 1] = o
+end
+redis.call('BITFIELD', key, unpack(undo))
+local v = redis.call('BITFIELD_RO', key, unpack(get))
+
 local now = {} -- offset -> counter after the removals earlier in this call
 local dec = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, 0}
 local out, removed = {}, 0
 for i = 1, n do
-  local first, last = (i - 1) * f.k + 1, i * f.k
+  local first, last = (i - 1) * k + 1, i * k
   local present = true
   for t = first, last do
-    if (now[ARGV[3 * t + 2]] or v[t]) == 0 then present = false break end
+    if (now[ARGV[4 * t + 1]] or v[t]) == 0 then present = false break end
   end
   out[i] = present and '1' or '0'
   if present then
     removed = removed + 1
     for t = first, last do
-      local o = ARGV[3 * t + 2]
+      local o = ARGV[4 * t + 1]
       local c = now[o] or v[t]
       -- c is 0 only when the item hits this counter more than once.
       if c > 0 and c < 15 then
@@ -57,7 +92,7 @@ end
 local res = table.concat(out)
 if removed > 0 then
   dec[6] = -removed
-  redis.call('BITFIELD', KEYS[1], unpack(dec))
+  redis.call('BITFIELD', key, unpack(dec))
   redis.call('SET', KEYS[2], res, 'PX', keep)
 end
 return res
