@@ -1,7 +1,8 @@
 // Package rbloomtest is test support for code that keeps counters in Redis
 // with BITFIELD, as rbloom does.
 //
-// It gives two servers to test against:
+// It gives three kinds of server to test against, and a way to break the
+// network between them and a client:
 //
 //   - NewMiniredis starts an in-process miniredis with BITFIELD and
 //     BITFIELD_RO added (miniredis has neither), behaving like Redis 7.0:
@@ -9,7 +10,12 @@
 //     from a Lua script.
 //   - StartRedis starts a real redis-server for the test, and skips the test
 //     when it is not installed (fails it instead when $CI is set).
+//   - StartCluster starts a real Redis Cluster of masters on loopback, and
+//     can move a slot between masters while clients keep working.
+//   - NewProxy puts a TCP proxy between a client and a server that drops
+//     requests or replies, delays or resets connections, on demand or at
+//     random from a seed.
 //
-// Use miniredis for fast unit tests and the real server for anything that
-// depends on timing, memory or Redis's own Lua.
+// Use miniredis for fast unit tests and the real servers for anything that
+// depends on timing, memory, clustering or Redis's own Lua.
 package rbloomtest

@@ -29,14 +29,7 @@ const startTimeout = 10 * time.Second
 // If the server does not start, the test fails with the tail of its log.
 func StartRedis(t testing.TB, args ...string) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		const msg = "redis-server not found on PATH: install it (apt-get install -y redis-server) to run this test"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + " ($CI is set, so this is a failure, not a skip)")
-		}
-		t.Skip(msg)
-	}
+	bin := lookRedisServer(t)
 	dir := t.TempDir()
 	// The free port is found by listening on :0 and closing, so another
 	// process can take it before redis-server binds: try a few ports.
@@ -64,11 +57,38 @@ func startRedis(t testing.TB, bin, dir string, attempt int, extra []string) (str
 	if err != nil {
 		return "", err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	logPath := filepath.Join(dir, fmt.Sprintf("redis-%d.log", attempt))
-	logFile, err := os.Create(logPath)
+	addr, stop, err := launchRedis(bin, dir, port, logPath, extra)
 	if err != nil {
 		return "", err
+	}
+	t.Cleanup(stop)
+	return addr, nil
+}
+
+// lookRedisServer returns the path of redis-server, or skips the test
+// (fails it when $CI is set) if there is none.
+func lookRedisServer(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		const msg = "redis-server not found on PATH: install it (apt-get install -y redis-server) to run this test"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + " ($CI is set, so this is a failure, not a skip)")
+		}
+		t.Skip(msg)
+	}
+	return bin
+}
+
+// launchRedis starts redis-server on port and waits until it answers PING.
+// On success the caller must call stop, which kills the server and waits
+// for it to exit; on failure the server is already gone.
+func launchRedis(bin, dir string, port int, logPath string, extra []string) (addr string, stop func(), err error) {
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return "", nil, err
 	}
 	defer logFile.Close() // the child has its own copy
 
@@ -79,11 +99,11 @@ func startRedis(t testing.TB, bin, dir string, attempt int, extra []string) (str
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	stop := func() {
+	stop = func() {
 		cmd.Process.Kill()
 		<-exited
 	}
@@ -91,21 +111,20 @@ func startRedis(t testing.TB, bin, dir string, attempt int, extra []string) (str
 	deadline := time.Now().Add(startTimeout)
 	for {
 		if ping(addr) {
-			t.Cleanup(stop)
-			return addr, nil
+			return addr, stop, nil
 		}
 		select {
 		case <-exited:
 			tail := logTail(logPath)
 			if strings.Contains(tail, "Address already in use") {
-				return "", fmt.Errorf("%w: %s", errPortTaken, addr)
+				return "", nil, fmt.Errorf("%w: %s", errPortTaken, addr)
 			}
-			return "", fmt.Errorf("redis-server exited before answering PING (%s); log %s ends with:\n%s", cmd.ProcessState, logPath, tail)
+			return "", nil, fmt.Errorf("redis-server exited before answering PING (%s); log %s ends with:\n%s", cmd.ProcessState, logPath, tail)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return "", fmt.Errorf("redis-server at %s did not answer PING within %v; log %s ends with:\n%s", addr, startTimeout, logPath, logTail(logPath))
+			return "", nil, fmt.Errorf("redis-server at %s did not answer PING within %v; log %s ends with:\n%s", addr, startTimeout, logPath, logTail(logPath))
 		}
 	}
 }
