@@ -40,7 +40,7 @@ func TestClassic(t *testing.T) {
 			t.Errorf("Info = %+v", in)
 		}
 		// Bits are one per slot: the string is a quarter of a counting one.
-		if n := rdb.StrLen(ctx, c.f.key).Val(); n != 64+(9586+7)/8 {
+		if n := rdb.StrLen(ctx, c.f.parts[0].key).Val(); n != 64+(9586+7)/8 {
 			t.Errorf("STRLEN = %d, want %d", n, 64+(9586+7)/8)
 		}
 	})

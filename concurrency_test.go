@@ -84,7 +84,7 @@ func TestConcurrentWriters(t *testing.T) {
 	for _, mine := range held {
 		for item, n := range mine {
 			total[item] += n
-			for _, s := range locate(nil, item, probe.f.h.k, probe.f.h.m) {
+			for _, s := range globalSlots(probe.f, item) {
 				exact[s] += n
 			}
 		}
@@ -133,7 +133,8 @@ func TestFalsePositiveRate(t *testing.T) {
 	}
 	counting := must(NewCounting(rdb, "fpr-counting", Options{Capacity: n, ErrorRate: p}))
 	classic := must(NewClassic(rdb, "fpr-classic", Options{Capacity: n, ErrorRate: p}))
-	for _, f := range []Filter{counting, classic} {
+	partitioned := must(NewCounting(rdb, "fpr-partitioned", Options{Capacity: n, ErrorRate: p, Partitions: 7}))
+	for _, f := range []Filter{counting, classic, partitioned} {
 		if _, err := f.AddMany(ctx, added); err != nil {
 			t.Fatal(err)
 		}

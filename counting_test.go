@@ -195,8 +195,8 @@ func TestRefused(t *testing.T) {
 		rdb.Set(ctx, keyOf("plain"), "hello", 0)
 		rdb.Set(ctx, keyOf("empty"), "", 0)
 		rdb.HSet(ctx, keyOf("hash"), "f", "v")
-		rdb.Set(ctx, keyOf("short"), newCounting(t, rdb, "x", Options{Capacity: 100}).f.head+"\x00\x00", 0)
-		future := []byte(newCounting(t, rdb, "x", Options{Capacity: 100}).f.head + string(make([]byte, 4793)))
+		rdb.Set(ctx, keyOf("short"), newCounting(t, rdb, "x", Options{Capacity: 100}).f.parts[0].head+"\x00\x00", 0)
+		future := []byte(newCounting(t, rdb, "x", Options{Capacity: 100}).f.parts[0].head + string(make([]byte, 4793)))
 		future[6] = 2
 		rdb.Set(ctx, keyOf("future"), string(future), 0)
 		before := dump(t, rdb)
@@ -248,7 +248,7 @@ func TestCreate(t *testing.T) {
 		if !in.Exists || in.Items != 0 || in.TTL <= 0 {
 			t.Errorf("Info after Create = %+v, want an empty filter with a TTL", in)
 		}
-		if n := rdb.StrLen(ctx, c.f.key).Val(); n != c.f.h.size() {
+		if n := rdb.StrLen(ctx, c.f.parts[0].key).Val(); n != c.f.h.size() {
 			t.Errorf("STRLEN = %d, want %d", n, c.f.h.size())
 		}
 		if err := c.Create(ctx); err != nil {
@@ -268,10 +268,10 @@ func TestTTL(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "ttl", Options{Capacity: 100, TTL: time.Hour})
 		must(c.Add(ctx, "a"))
-		rdb.PExpire(ctx, c.f.key, time.Minute) // later writes must not extend it
+		rdb.PExpire(ctx, c.f.parts[0].key, time.Minute) // later writes must not extend it
 		must(c.Add(ctx, "b"))
 		must(c.Remove(ctx, "a"))
-		if ttl := rdb.PTTL(ctx, c.f.key).Val(); ttl <= 0 || ttl > time.Minute {
+		if ttl := rdb.PTTL(ctx, c.f.parts[0].key).Val(); ttl <= 0 || ttl > time.Minute {
 			t.Errorf("PTTL = %v, want at most 1m: set once, at creation", ttl)
 		}
 		if in := must(c.Info(ctx)); in.TTL <= 0 || in.TTL > time.Minute {
@@ -279,7 +279,7 @@ func TestTTL(t *testing.T) {
 		}
 		d := newCounting(t, rdb, "forever", Options{Capacity: 100})
 		must(d.Add(ctx, "a"))
-		if ttl := rdb.PTTL(ctx, d.f.key).Val(); ttl != -1 {
+		if ttl := rdb.PTTL(ctx, d.f.parts[0].key).Val(); ttl != -1 {
 			t.Errorf("PTTL without TTL = %v, want -1 (none)", ttl)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,14 +48,21 @@ const (
 	opKeep = time.Minute
 )
 
+var opKeepMS = strconv.FormatInt(opKeep.Milliseconds(), 10)
+
 // filter holds what both kinds of filter share. It is immutable.
 type filter struct {
-	rdb  redis.UniversalClient
-	name string
+	rdb   redis.UniversalClient
+	name  string
+	h     header // index 0; m is the slots of one partition
+	parts []part
+	ttl   time.Duration
+}
+
+// part is one partition: its key and the header the scripts expect there.
+type part struct {
 	key  string
-	h    header
-	head string // h.encode(), sent to the scripts
-	ttl  time.Duration
+	head string
 }
 
 func newFilter(rdb redis.UniversalClient, name string, mode Mode, o Options) (*filter, error) {
@@ -68,12 +76,24 @@ func newFilter(rdb redis.UniversalClient, name string, mode Mode, o Options) (*f
 	if err != nil {
 		return nil, err
 	}
-	return &filter{rdb: rdb, name: name, key: keyOf(name), h: h, head: h.encode(), ttl: o.TTL}, nil
+	return withHeader(rdb, name, h, o.TTL), nil
 }
 
-// keyOf is the Redis key of the named filter. The name is a hash tag, so
-// that the filter and its operation keys share a cluster slot.
-func keyOf(name string) string { return "rbloom:{" + name + "}" }
+// withHeader makes the filter whose partitions have header h.
+func withHeader(rdb redis.UniversalClient, name string, h header, ttl time.Duration) *filter {
+	h.index, h.items = 0, 0
+	f := &filter{rdb: rdb, name: name, h: h, ttl: ttl}
+	for i, key := range partitionKeys(name, int(h.partitions)) {
+		ph := h
+		ph.index = uint32(i)
+		f.parts = append(f.parts, part{key: key, head: ph.encode()})
+	}
+	return f
+}
+
+// keyOf is the Redis key of a partition whose hash tag is tag. The braces
+// keep the partition and its operation keys in one cluster slot.
+func keyOf(tag string) string { return "rbloom:{" + tag + "}" }
 
 // checkName rejects names that would break the key's hash tag or that
 // redis-cli users could not type.
@@ -89,14 +109,31 @@ func checkName(name string) error {
 	return nil
 }
 
-// chunks calls fn for consecutive parts of items of at most size items.
-func chunks(items []string, size int, fn func(part []string) error) error {
-	for len(items) > 0 {
-		n := min(size, len(items))
-		if err := fn(items[:n]); err != nil {
+// locate returns item's partition and appends its slots to dst.
+func (f *filter) locate(dst []uint64, item string) (int, []uint64) {
+	return locate(dst, item, f.h.k, f.h.m, len(f.parts))
+}
+
+// byPartition returns the positions of items, grouped by partition.
+func (f *filter) byPartition(items []string) [][]int {
+	groups := make([][]int, len(f.parts))
+	var buf [MaxHashes]uint64
+	for i, item := range items {
+		p := 0
+		if len(f.parts) > 1 {
+			p, _ = f.locate(buf[:0], item)
+		}
+		groups[p] = append(groups[p], i)
+	}
+	return groups
+}
+
+// chunks calls fn(lo, hi) for consecutive ranges of at most size in [0, n).
+func chunks(n, size int, fn func(lo, hi int) error) error {
+	for lo := 0; lo < n; lo += size {
+		if err := fn(lo, min(lo+size, n)); err != nil {
 			return err
 		}
-		items = items[n:]
 	}
 	return nil
 }
@@ -108,17 +145,18 @@ var (
 	argOne, argMinusOne       any = "1", "-1"
 )
 
-// slotArgs appends, for every item, k groups of op, type, bit offset and,
-// when value is not nil, value.
-func (f *filter) slotArgs(args []any, items []string, op, value any) []any {
+// slotArgs appends, for the items at positions at, k groups each of op,
+// type, bit offset and, when value is not nil, value.
+func (f *filter) slotArgs(args []any, items []string, at []int, op, value any) []any {
 	typ := argU4
 	if f.h.mode == ModeClassic {
 		typ = argU1
 	}
 	var buf [MaxHashes]uint64
 	width := f.h.mode.width()
-	for _, item := range items {
-		for _, slot := range locate(buf[:0], item, f.h.k, f.h.m) {
+	for _, i := range at {
+		_, slots := f.locate(buf[:0], items[i])
+		for _, slot := range slots {
 			args = append(args, op, typ, headerBits+slot*width)
 			if value != nil {
 				args = append(args, value)
@@ -129,87 +167,107 @@ func (f *filter) slotArgs(args []any, items []string, op, value any) []any {
 }
 
 // write runs script (add or remove) over items and returns its answer for
-// each item. The items go in calls of at most maxCallSlots slots, pipelined.
-// Each call carries a fresh operation key, so that a call go-redis re-sends
-// after losing its reply is applied once.
+// each item. The items of each partition go in calls of at most
+// maxCallSlots slots, all pipelined (on a cluster, go-redis sends one
+// pipeline per node, in parallel). Each call carries a fresh operation key,
+// so that a call go-redis re-sends after losing its reply applies once.
 func (f *filter) write(ctx context.Context, script *redis.Script, items []string,
-	args func(items []string) []any) ([]bool, error) {
-	if len(items) == 0 { // a call with no items creates the filter
-		_, err := runScripts(ctx, f.rdb, script, []scriptCall{{keys: []string{f.key, f.opKey()}, args: args(nil)}})
-		return []bool{}, err
-	}
-	out := make([]bool, 0, len(items))
+	args func(p part, items []string, at []int) []any) ([]bool, error) {
+	out := make([]bool, len(items))
 	perCall := maxCallSlots / f.h.k
-	err := chunks(items, maxRoundTripSlots/f.h.k, func(part []string) error {
+	err := chunks(len(items), maxRoundTripSlots/f.h.k, func(lo, hi int) error {
+		window := items[lo:hi]
 		var calls []scriptCall
-		_ = chunks(part, perCall, func(items []string) error {
-			calls = append(calls, scriptCall{keys: []string{f.key, f.opKey()}, args: args(items)})
-			return nil
-		})
-
+		var answers [][]int // the positions in window each call answers for
+		for p, group := range f.byPartition(window) {
+			_ = chunks(len(group), perCall, func(a, b int) error {
+				calls = append(calls, scriptCall{
+					keys: []string{f.parts[p].key, f.opKey(p)},
+					args: args(f.parts[p], window, group[a:b]),
+				})
+				answers = append(answers, group[a:b])
+				return nil
+			})
+		}
 		replies, err := runScripts(ctx, f.rdb, script, calls)
 		if err != nil {
 			return err
 		}
-		for _, r := range replies {
-			for i := 0; i < len(r); i++ {
-				out = append(out, r[i] == '1')
+		created := false
+		for c, r := range replies {
+			if strings.HasPrefix(r, "+") { // the call created its partition
+				r, created = r[1:], true
 			}
+			if len(r) != len(answers[c]) {
+				return fmt.Errorf("rbloom: script answered for %d items, want %d", len(r), len(answers[c]))
+			}
+			for j, pos := range answers[c] {
+				out[lo+pos] = r[j] == '1'
+			}
+		}
+		if created && len(f.parts) > 1 {
+			return f.createAll(ctx)
 		}
 		return nil
 	})
-	if err == nil && len(out) != len(items) {
-		err = fmt.Errorf("rbloom: script answered for %d items, want %d", len(out), len(items))
-	}
 	return out, err
 }
 
-func (f *filter) opKey() string {
+func (f *filter) opKey(p int) string {
 	var id [16]byte
 	rand.Read(id[:]) // never fails (crypto/rand documents it)
-	return f.key + ":op:" + hex.EncodeToString(id[:])
+	return f.parts[p].key + ":op:" + hex.EncodeToString(id[:])
 }
 
 func (f *filter) add(ctx context.Context, items []string) ([]bool, error) {
 	if len(items) == 0 {
 		return []bool{}, nil
 	}
-	return f.addItems(ctx, items)
-}
-
-// create creates the filter if it does not exist, by adding no items.
-func (f *filter) create(ctx context.Context) error {
-	_, err := f.addItems(ctx, nil)
-	return err
-}
-
-func (f *filter) addItems(ctx context.Context, items []string) ([]bool, error) {
-	op := argIncrby
-	if f.h.mode == ModeClassic {
-		op = argSet
-	}
-	ttl := strconv.FormatInt(f.ttl.Milliseconds(), 10)
-	keep := strconv.FormatInt(opKeep.Milliseconds(), 10)
-	res, err := f.write(ctx, addScript, items, func(items []string) []any {
-		args := make([]any, 0, 3+len(items)*f.h.k*4)
-		args = append(args, f.head, ttl, keep)
-		return f.slotArgs(args, items, op, argOne)
-	})
+	res, err := f.write(ctx, addScript, items, f.addArgs)
 	if err != nil {
 		return nil, scriptError("add", err)
 	}
 	return res, nil
 }
 
+func (f *filter) addArgs(p part, items []string, at []int) []any {
+	op := argIncrby
+	if f.h.mode == ModeClassic {
+		op = argSet
+	}
+	args := make([]any, 0, 3+len(at)*f.h.k*4)
+	args = append(args, p.head, strconv.FormatInt(f.ttl.Milliseconds(), 10), opKeepMS)
+	return f.slotArgs(args, items, at, op, argOne)
+}
+
+// create creates every partition that does not exist yet.
+func (f *filter) create(ctx context.Context) error {
+	if err := f.createAll(ctx); err != nil {
+		return scriptError("create", err)
+	}
+	return nil
+}
+
+// createAll adds no items to every partition, which creates the missing
+// ones: when one partition is created, all are, so that they exist (and
+// expire) together and Open finds the one named like the filter.
+func (f *filter) createAll(ctx context.Context) error {
+	calls := make([]scriptCall, len(f.parts))
+	for p := range f.parts {
+		calls[p] = scriptCall{keys: []string{f.parts[p].key, f.opKey(p)}, args: f.addArgs(f.parts[p], nil, nil)}
+	}
+	_, err := runScripts(ctx, f.rdb, addScript, calls)
+	return err
+}
+
 func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
 	if len(items) == 0 {
 		return []bool{}, nil
 	}
-	keep := strconv.FormatInt(opKeep.Milliseconds(), 10)
-	res, err := f.write(ctx, removeScript, items, func(items []string) []any {
-		args := make([]any, 0, 2+len(items)*f.h.k*4)
-		args = append(args, f.head, keep)
-		return f.slotArgs(args, items, argIncrby, argMinusOne)
+	res, err := f.write(ctx, removeScript, items, func(p part, items []string, at []int) []any {
+		args := make([]any, 0, 2+len(at)*f.h.k*4)
+		args = append(args, p.head, opKeepMS)
+		return f.slotArgs(args, items, at, argIncrby, argMinusOne)
 	})
 	if err != nil {
 		return nil, scriptError("remove", err)
@@ -217,10 +275,14 @@ func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
 	return res, nil
 }
 
-// Drop deletes the filter's key. A dropped filter reads as empty and is
+// drop deletes the filter's keys. A dropped filter reads as empty and is
 // created again by the next write.
 func (f *filter) drop(ctx context.Context) error {
-	if err := f.rdb.Del(ctx, f.key).Err(); err != nil {
+	pipe := f.rdb.Pipeline() // one DEL per key: they are in other cluster slots
+	for _, p := range f.parts {
+		pipe.Del(ctx, p.key)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("rbloom: drop %s: %w", f.name, err)
 	}
 	return nil

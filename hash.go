@@ -6,20 +6,22 @@ import (
 	"github.com/spaolacci/murmur3"
 )
 
-// locate appends the k slot indices of item to dst and returns it. The
-// indices come from one 128-bit MurmurHash3 (x64 variant, seed 0) by double
-// hashing (Kirsch and Mitzenmacher, "Less Hashing, Same Performance", 2006):
+// locate returns the partition of item, of P, and appends its k slot
+// indices in that partition to dst. Everything comes from one 128-bit
+// MurmurHash3 (x64 variant, seed 0), the slots by double hashing (Kirsch
+// and Mitzenmacher, "Less Hashing, Same Performance", 2006):
 //
-//	h1, h2 = murmur3_x64_128(item)       // the two 64-bit halves
-//	slot_i = (h1 + i*h2) mod 2^64 mod m  // i = 0 .. k-1
+//	h1, h2    = murmur3_x64_128(item)          // the two 64-bit halves
+//	partition = (h2 >> 32) * P >> 32
+//	slot_i    = (h1 + i*h2) mod 2^64 mod m     // i = 0 .. k-1
 //
 // This is the on-Redis format: changing it breaks every stored filter (see
 // the golden test). It does not allocate when dst has room for k more.
-func locate(dst []uint64, item string, k int, m uint64) []uint64 {
+func locate(dst []uint64, item string, k int, m uint64, p int) (int, []uint64) {
 	// murmur3 only reads the bytes, so hash the string in place.
 	h1, h2 := murmur3.Sum128(unsafe.Slice(unsafe.StringData(item), len(item)))
 	for i := range uint64(k) {
 		dst = append(dst, (h1+i*h2)%m)
 	}
-	return dst
+	return partitionOf(h2, p), dst
 }

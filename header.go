@@ -18,14 +18,15 @@ import (
 //	 8       1    k, the number of hash functions
 //	 9       3    zero
 //	12       4    m, the number of slots (uint32, big-endian)
-//	16       4    partitions (uint32, big-endian; 1)
-//	20       4    zero
+//	16       4    P, the number of partitions (uint32, big-endian)
+//	20       4    this partition's index, 0 to P-1 (uint32, big-endian)
 //	24       8    items added minus items removed (int64, big-endian)
 //	32       8    capacity n the filter was sized for (uint64)
 //	40       8    target error rate p (IEEE 754 float64)
 //	48      16    zero
 //
-// Bytes 0-23 are the filter's identity: a writer whose identity differs gets
+// m is the number of slots of this partition; the filter has P*m. Bytes
+// 0-23 are the partition's identity: a writer whose identity differs gets
 // ErrParamsMismatch. Bytes 24-63 are informational. Slot i starts at bit
 // 512 + i*w of the string, where w is 4 (counting) or 1 (classic); the
 // string is always exactly 64 + ceil(m*w/8) bytes long.
@@ -79,6 +80,7 @@ type header struct {
 	k          int
 	m          uint64
 	partitions uint32
+	index      uint32 // this partition's
 	items      int64
 	capacity   uint64
 	errorRate  float64
@@ -98,6 +100,7 @@ func (h header) encode() string {
 	b[8] = byte(h.k)
 	binary.BigEndian.PutUint32(b[12:], uint32(h.m))
 	binary.BigEndian.PutUint32(b[16:], h.partitions)
+	binary.BigEndian.PutUint32(b[20:], h.index)
 	binary.BigEndian.PutUint64(b[32:], h.capacity)
 	binary.BigEndian.PutUint64(b[40:], math.Float64bits(h.errorRate))
 	return string(b[:])
@@ -118,6 +121,7 @@ func parseHeader(b string) (header, error) {
 		k:          int(b[8]),
 		m:          be(b[12:16]),
 		partitions: uint32(be(b[16:20])),
+		index:      uint32(be(b[20:24])),
 		items:      int64(be(b[24:32])),
 		capacity:   be(b[32:40]),
 		errorRate:  math.Float64frombits(be(b[40:48])),
@@ -129,12 +133,12 @@ func parseHeader(b string) (header, error) {
 		return header{}, fmt.Errorf("%w: k = %d outside 1..%d", ErrNotFilter, h.k, MaxHashes)
 	case h.m < 1 || h.m > h.mode.maxSlots():
 		return header{}, fmt.Errorf("%w: m = %d outside 1..%d", ErrNotFilter, h.m, h.mode.maxSlots())
-	case b[9:12] != "\x00\x00\x00" || b[20:24] != "\x00\x00\x00\x00":
+	case b[9:12] != "\x00\x00\x00":
 		// The identity must be exactly what encode writes, or Open would
 		// build a filter whose writes are refused as a mismatch.
 		return header{}, fmt.Errorf("%w: reserved header bytes are not zero", ErrNotFilter)
-	case h.partitions != 1:
-		return header{}, fmt.Errorf("%w: %d partitions, this library reads 1", ErrNotFilter, h.partitions)
+	case h.partitions < 1 || h.partitions > MaxPartitions || h.index >= h.partitions:
+		return header{}, fmt.Errorf("%w: partition %d of %d", ErrNotFilter, h.index, h.partitions)
 	}
 	return h, nil
 }

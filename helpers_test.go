@@ -33,33 +33,50 @@ func onBoth(t *testing.T, fn func(t *testing.T, rdb *redis.Client)) {
 	t.Run("redis", func(t *testing.T) { fn(t, realRedis(t)) })
 }
 
-// slotValues decodes every slot of the filter stored at key: nil when the
-// key does not exist.
+// slotValues decodes every slot of the filter, partition after partition
+// (slot s of partition p at index p*m+s): nil when no partition exists.
 func slotValues(t interface{ Fatalf(string, ...any) }, rdb redis.UniversalClient, f *filter) []int {
-	s, err := rdb.Get(context.Background(), f.key).Result()
-	if err == redis.Nil {
-		return nil
-	}
-	if err != nil {
-		t.Fatalf("GET %s: %v", f.key, err)
-	}
-	if int64(len(s)) != f.h.size() {
-		t.Fatalf("len(%s) = %d, want %d", f.key, len(s), f.h.size())
-	}
-	vals := make([]int, f.h.m)
-	for i := range vals {
-		switch f.h.mode {
-		case ModeCounting:
-			b := s[headerSize+i/2]
-			if i%2 == 0 {
-				b >>= 4
+	vals := make([]int, f.h.m*uint64(len(f.parts)))
+	found := false
+	for p, part := range f.parts {
+		s, err := rdb.Get(context.Background(), part.key).Result()
+		if err == redis.Nil {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("GET %s: %v", part.key, err)
+		}
+		if int64(len(s)) != f.h.size() {
+			t.Fatalf("len(%s) = %d, want %d", part.key, len(s), f.h.size())
+		}
+		found = true
+		base := uint64(p) * f.h.m
+		for i := range f.h.m {
+			switch f.h.mode {
+			case ModeCounting:
+				b := s[headerSize+i/2]
+				if i%2 == 0 {
+					b >>= 4
+				}
+				vals[base+i] = int(b & 0x0f)
+			case ModeClassic:
+				vals[base+i] = int(s[headerSize+i/8]>>(7-i%8)) & 1
 			}
-			vals[i] = int(b & 0x0f)
-		case ModeClassic:
-			vals[i] = int(s[headerSize+i/8]>>(7-i%8)) & 1
 		}
 	}
+	if !found {
+		return nil
+	}
 	return vals
+}
+
+// globalSlots returns the slots of item as indices into slotValues.
+func globalSlots(f *filter, item string) []uint64 {
+	p, slots := f.locate(nil, item)
+	for i := range slots {
+		slots[i] += uint64(p) * f.h.m
+	}
+	return slots
 }
 
 // dump returns every key and string value in the database, to show that

@@ -11,12 +11,11 @@ import (
 // Info describes a filter as it is stored in Redis.
 type Info struct {
 	Name string
-	Key  string // the Redis key holding the filter
 	Mode Mode
-	// Exists is false when the filter has not been written yet (or was
-	// dropped); the parameters are then the caller's and the figures zero.
+	// Exists is false when no partition of the filter has been written yet
+	// (or the filter was dropped); the parameters are then the caller's.
 	Exists    bool
-	Counters  uint64  // m, the number of slots
+	Counters  uint64  // m, the number of slots over all partitions
 	Hashes    int     // k, the number of slots per item
 	Capacity  uint64  // n the filter was sized for; 0 when unknown
 	ErrorRate float64 // the false-positive rate targeted at Capacity
@@ -24,84 +23,116 @@ type Info struct {
 	// approximate: an Add of an item already present counts again, and a
 	// Remove of a false positive counts too.
 	Items int64
-	// Bytes is the memory the key takes in Redis (MEMORY USAGE), or its
-	// length when the server does not report memory.
+	// Bytes is the memory the filter's keys take in Redis (MEMORY USAGE),
+	// or their length when the server does not report memory.
 	Bytes int64
-	// TTL is the time left before the filter expires; 0 when it does not.
+	// TTL is the shortest time left before a partition expires; 0 when
+	// none does.
 	TTL time.Duration
 	// FalsePositiveRate is the rate expected with Items items in the filter.
 	FalsePositiveRate float64
+	// Partitions describes each partition, in order.
+	Partitions []PartitionInfo
+}
+
+// PartitionInfo describes one partition of a filter.
+type PartitionInfo struct {
+	Key    string // the Redis key
+	Exists bool
+	Items  int64         // added minus removed in this partition
+	Bytes  int64         // MEMORY USAGE, or the length
+	TTL    time.Duration // 0 when it does not expire
 }
 
 func (f *filter) info(ctx context.Context) (*Info, error) {
+	type cmds struct {
+		head         *redis.StringCmd
+		size, exists *redis.IntCmd
+		ttl          *redis.DurationCmd
+		mem          *redis.IntCmd
+	}
 	pipe := f.rdb.Pipeline()
-	head := pipe.GetRange(ctx, f.key, 0, headerSize-1)
-	size := pipe.StrLen(ctx, f.key)
-	exists := pipe.Exists(ctx, f.key)
-	ttl := pipe.PTTL(ctx, f.key)
-	mem := pipe.MemoryUsage(ctx, f.key)
-	_, _ = pipe.Exec(ctx) // MEMORY USAGE may fail alone; the rest is checked below
-	for _, cmd := range []redis.Cmder{head, size, exists, ttl} {
-		if err := cmd.Err(); err != nil {
-			return nil, readError("info", err)
+	all := make([]cmds, len(f.parts))
+	for p, part := range f.parts {
+		all[p] = cmds{
+			head: pipe.GetRange(ctx, part.key, 0, headerSize-1), size: pipe.StrLen(ctx, part.key),
+			exists: pipe.Exists(ctx, part.key), ttl: pipe.PTTL(ctx, part.key), mem: pipe.MemoryUsage(ctx, part.key),
 		}
 	}
+	_, _ = pipe.Exec(ctx) // MEMORY USAGE may fail alone; the rest is checked below
 	in := &Info{
-		Name: f.name, Key: f.key, Mode: f.h.mode, Counters: f.h.m, Hashes: f.h.k,
+		Name: f.name, Mode: f.h.mode, Counters: f.h.m * uint64(len(f.parts)), Hashes: f.h.k,
 		Capacity: f.h.capacity, ErrorRate: f.h.errorRate,
 	}
-	if exists.Val() == 0 {
-		return in, nil
+	for p, c := range all {
+		for _, cmd := range []redis.Cmder{c.head, c.size, c.exists, c.ttl} {
+			if err := cmd.Err(); err != nil {
+				return nil, readError("info", err)
+			}
+		}
+		pi := PartitionInfo{Key: f.parts[p].key}
+		if c.exists.Val() == 1 {
+			if err := f.check(p, c.head.Val(), c.size.Val()); err != nil {
+				return nil, err
+			}
+			h, err := parseHeader(c.head.Val())
+			if err != nil {
+				return nil, err
+			}
+			pi.Exists, pi.Items, pi.Bytes = true, h.items, c.size.Val()
+			if c.mem.Err() == nil {
+				pi.Bytes = c.mem.Val()
+			}
+			if c.ttl.Val() > 0 {
+				pi.TTL = c.ttl.Val()
+				if in.TTL == 0 || pi.TTL < in.TTL {
+					in.TTL = pi.TTL
+				}
+			}
+			in.Exists = true
+			in.Capacity, in.ErrorRate = h.capacity, h.errorRate
+			in.Items += pi.Items
+			in.Bytes += pi.Bytes
+		}
+		in.Partitions = append(in.Partitions, pi)
 	}
-	if err := f.check(head.Val(), size.Val()); err != nil {
-		return nil, err
-	}
-	h, err := parseHeader(head.Val())
-	if err != nil {
-		return nil, err
-	}
-	in.Exists = true
-	in.Capacity, in.ErrorRate, in.Items = h.capacity, h.errorRate, h.items
-	in.Bytes = size.Val()
-	if mem.Err() == nil {
-		in.Bytes = mem.Val()
-	}
-	if ttl.Val() > 0 {
-		in.TTL = ttl.Val()
-	}
-	in.FalsePositiveRate = FalsePositiveRate(uint64(max(0, h.items)), h.m, h.k)
+	// The partitions share the items: each holds about Items/P in m slots.
+	perPart := uint64(max(0, in.Items)) / uint64(len(f.parts))
+	in.FalsePositiveRate = FalsePositiveRate(perPart, f.h.m, f.h.k)
 	return in, nil
 }
 
 // Open returns the filter called name as stored in Redis, taking its mode
-// and parameters from Redis, so that a process needs only the name. The
-// result is a *Counting or a *Classic. It fails with ErrNotFound when no
-// filter has that name, and with ErrNotFilter when the key holds something
-// else.
+// and parameters from its partition at key "rbloom:{name}", so that a process needs only the
+// name. The result is a *Counting or a *Classic. It fails with ErrNotFound
+// when no filter has that name, and with ErrNotFilter when the key holds
+// something else. Open makes one round trip; a filter it returns has no
+// TTL option (the stored keys keep theirs).
 func Open(ctx context.Context, rdb redis.UniversalClient, name string) (Filter, error) {
-	f, err := newFilter(rdb, name, ModeCounting, Options{Counters: 1, Hashes: 1})
-	if err != nil {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+	}
+	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	head, err := rdb.GetRange(ctx, f.key, 0, headerSize-1).Result()
-	if err != nil {
+	key := keyOf(name)
+	pipe := rdb.Pipeline()
+	head := pipe.GetRange(ctx, key, 0, headerSize-1)
+	exists := pipe.Exists(ctx, key)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, readError("open", err)
 	}
-	if head == "" {
-		n, err := rdb.Exists(ctx, f.key).Result()
-		if err != nil {
-			return nil, fmt.Errorf("rbloom: open %s: %w", name, err)
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
-		}
+	if exists.Val() == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
-	h, err := parseHeader(head)
+	h, err := parseHeader(head.Val())
 	if err != nil {
-		return nil, fmt.Errorf("%w (%s)", err, f.key)
+		return nil, fmt.Errorf("%w (%s)", err, key)
 	}
-	h.items = 0
-	f.h, f.head = h, h.encode()
+	if want := shareOf(keySlot(name), int(h.partitions)); int(h.index) != want {
+		return nil, fmt.Errorf("%w: %s holds partition %d, not %d", ErrNotFilter, key, h.index, want)
+	}
+	f := withHeader(rdb, name, h, 0)
 	if h.mode == ModeClassic {
 		return &Classic{f}, nil
 	}

@@ -28,12 +28,19 @@ type Options struct {
 
 	// Counters is m, the number of slots (counters in a counting filter,
 	// bits in a classic one). Default OptimalCounters(Capacity, ErrorRate).
-	// One Redis string holds at most about 2^30 counters or 2^32 bits.
 	Counters uint64
 
 	// Hashes is k, the number of slots each item sets, 1 to MaxHashes.
 	// Default OptimalHashes(Capacity, Counters).
 	Hashes int
+
+	// Partitions is P, the number of Redis keys the slots are split over, 1
+	// to MaxPartitions; each item lives in one of them. One key holds at
+	// most 512 MiB (about 2^30 counters or 2^32 bits); on Redis Cluster the
+	// partitions spread over the masters. Default: the smallest P that keeps
+	// every partition within DefaultPartitionBytes (64 MiB). Changing it
+	// makes a new filter: the stored one then answers ErrParamsMismatch.
+	Partitions int
 
 	// TTL, when positive, is the time to live given to the filter's key when
 	// its first write creates it; later writes do not extend it. Redis keeps
@@ -53,6 +60,8 @@ func (o Options) resolve(mode Mode) (header, error) {
 		return bad("ErrorRate = %v, want a value in (0, 1)", p)
 	case o.Hashes < 0 || o.Hashes > MaxHashes:
 		return bad("Hashes = %d, want 1 to %d", o.Hashes, MaxHashes)
+	case o.Partitions < 0 || o.Partitions > MaxPartitions:
+		return bad("Partitions = %d, want 1 to %d", o.Partitions, MaxPartitions)
 	case o.TTL < 0 || (o.TTL > 0 && o.TTL < time.Millisecond):
 		return bad("TTL = %v, want 0 (no expiry) or at least 1ms", o.TTL)
 	case o.Capacity == 0 && o.Counters == 0:
@@ -68,10 +77,6 @@ func (o Options) resolve(mode Mode) (header, error) {
 		}
 		h.m, field = OptimalCounters(h.capacity, h.errorRate), "Capacity"
 	}
-	if h.m > mode.maxSlots() {
-		return bad("%s: the filter needs %d slots, more than one Redis string holds in %s mode (%d)",
-			field, h.m, mode, mode.maxSlots())
-	}
 	if h.k == 0 {
 		h.k = OptimalHashes(h.capacity, h.m)
 		if h.k > MaxHashes {
@@ -82,5 +87,23 @@ func (o Options) resolve(mode Mode) (header, error) {
 		// m or k was given: record the rate they give at Capacity.
 		h.errorRate = FalsePositiveRate(h.capacity, h.m, h.k)
 	}
+	parts := uint64(o.Partitions)
+	if parts == 0 {
+		bytes := (h.m*mode.width() + 7) / 8
+		parts = max(1, (bytes+DefaultPartitionBytes-1)/DefaultPartitionBytes)
+		field = "Capacity"
+		if o.Capacity == 0 {
+			field = "Counters"
+		}
+	} else {
+		field = "Partitions"
+	}
+	// m is now the slots of one partition.
+	h.m = (h.m + parts - 1) / parts
+	if parts > MaxPartitions || h.m > mode.maxSlots() {
+		return bad("%s: %d slots in %d partitions of at most %d (one Redis string in %s mode) do not fit",
+			field, h.m*parts, min(parts, MaxPartitions), mode.maxSlots(), mode)
+	}
+	h.partitions = uint32(parts)
 	return h, nil
 }

@@ -50,8 +50,9 @@ func TestOptions(t *testing.T) {
 	tests := []struct {
 		o     Options
 		mode  Mode
-		m     uint64
+		m     uint64 // per partition
 		k     int
+		p     uint32 // partitions; 0 means 1
 		field string // in the error; "" means valid
 	}{
 		{o: Options{Capacity: 1_000_000}, mode: ModeCounting, m: 9_585_059, k: 7},
@@ -67,17 +68,29 @@ func TestOptions(t *testing.T) {
 		{o: Options{Capacity: 10, Hashes: MaxHashes + 1}, mode: ModeCounting, field: "Hashes"},
 		{o: Options{Capacity: 10, TTL: -time.Second}, mode: ModeCounting, field: "TTL"},
 		{o: Options{Capacity: 10, TTL: time.Microsecond}, mode: ModeCounting, field: "TTL"},
-		{o: Options{Capacity: 1_000_000_000}, mode: ModeCounting, field: "Capacity"},
-		{o: Options{Counters: 1<<30 - 127, Hashes: 1}, mode: ModeCounting, field: "Counters"},
-		{o: Options{Counters: 1<<30 - 128, Hashes: 1}, mode: ModeCounting, m: 1<<30 - 128, k: 1},
-		{o: Options{Counters: 1<<32 - 511, Hashes: 1}, mode: ModeClassic, field: "Counters"},
+		{o: Options{Capacity: 1_000_000_000, Partitions: 1}, mode: ModeCounting, field: "Partitions"},
+		{o: Options{Counters: 1<<30 - 127, Hashes: 1, Partitions: 1}, mode: ModeCounting, field: "Partitions"},
+		{o: Options{Counters: 1<<30 - 128, Hashes: 1, Partitions: 1}, mode: ModeCounting, m: 1<<30 - 128, k: 1, p: 1},
+		{o: Options{Counters: 1<<32 - 511, Hashes: 1, Partitions: 1}, mode: ModeClassic, field: "Partitions"},
+		{o: Options{Capacity: 10, Partitions: -1}, mode: ModeCounting, field: "Partitions"},
+		{o: Options{Capacity: 10, Partitions: MaxPartitions + 1}, mode: ModeCounting, field: "Partitions"},
+		// Left to itself the library keeps partitions within 64 MiB.
+		{o: Options{Capacity: 1_000_000_000}, mode: ModeCounting, m: 133_125_811, k: 7, p: 72},
+		{o: Options{Capacity: 1_000_000_000}, mode: ModeClassic, m: 532_503_244, k: 7, p: 18},
+		{o: Options{Counters: 1 << 30, Hashes: 1}, mode: ModeCounting, m: 1 << 27, k: 1, p: 8},
+		{o: Options{Capacity: 100, Partitions: 3}, mode: ModeCounting, m: 320, k: 7, p: 3},
+		{o: Options{Capacity: 1 << 50}, mode: ModeCounting, field: "Capacity"},
 		{o: Options{Capacity: 1, Counters: 10_000}, mode: ModeClassic, field: "Hashes"}, // k would be 6931
 	}
 	for _, tt := range tests {
 		h, err := tt.o.resolve(tt.mode)
 		if tt.field == "" {
-			if err != nil || h.m != tt.m || h.k != tt.k {
-				t.Errorf("%+v.resolve(%v) = m %d k %d, %v; want m %d k %d", tt.o, tt.mode, h.m, h.k, err, tt.m, tt.k)
+			if tt.p == 0 {
+				tt.p = 1
+			}
+			if err != nil || h.m != tt.m || h.k != tt.k || h.partitions != tt.p {
+				t.Errorf("%+v.resolve(%v) = m %d k %d P %d, %v; want m %d k %d P %d",
+					tt.o, tt.mode, h.m, h.k, h.partitions, err, tt.m, tt.k, tt.p)
 			}
 			continue
 		}
@@ -113,7 +126,7 @@ func TestGolden(t *testing.T) {
 		{"\x00\xff binary", 7, []uint64{1, 3, 5, 0, 0}},
 	}
 	for _, tt := range tests {
-		if got := locate(nil, tt.item, 5, tt.m); !slices.Equal(got, tt.slots) {
+		if _, got := locate(nil, tt.item, 5, tt.m, 1); !slices.Equal(got, tt.slots) {
 			t.Errorf("locate(%q, k=5, m=%d) = %v, want %v", tt.item, tt.m, got, tt.slots)
 		}
 	}
@@ -122,7 +135,7 @@ func TestGolden(t *testing.T) {
 func TestLocateDoesNotAllocate(t *testing.T) {
 	buf := make([]uint64, 0, MaxHashes)
 	item := strings.Repeat("x", 100)
-	if n := testing.AllocsPerRun(100, func() { locate(buf[:0], item, 7, 1e6) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { locate(buf[:0], item, 7, 1e6, 12) }); n != 0 {
 		t.Errorf("locate allocates %v times, want 0", n)
 	}
 }

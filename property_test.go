@@ -40,11 +40,13 @@ var machineNames atomic.Int64
 func newCountingMachine(t *rapid.T, rdb redis.UniversalClient) *countingMachine {
 	m := rapid.OneOf(rapid.Uint64Range(1, 64), rapid.Uint64Range(65, 4096)).Draw(t, "m")
 	k := rapid.IntRange(1, 8).Draw(t, "k")
+	parts := rapid.IntRange(1, int(min(4, m))).Draw(t, "partitions")
 	name := fmt.Sprint("machine-", machineNames.Add(1))
-	c, err := NewCounting(rdb, name, Options{Counters: m, Hashes: k})
+	c, err := NewCounting(rdb, name, Options{Counters: m, Hashes: k, Partitions: parts})
 	if err != nil {
 		t.Fatal(err)
 	}
+	m = c.f.h.m * uint64(parts) // rounded up to whole partitions
 	universe := make([]string, rapid.IntRange(1, 40).Draw(t, "universe"))
 	for i := range universe {
 		universe[i] = fmt.Sprint("item-", i)
@@ -54,7 +56,7 @@ func newCountingMachine(t *rapid.T, rdb redis.UniversalClient) *countingMachine 
 }
 
 func (cm *countingMachine) slots(item string) []uint64 {
-	return locate(nil, item, cm.c.f.h.k, cm.c.f.h.m)
+	return globalSlots(cm.c.f, item)
 }
 
 // present reports whether the model shows all of item's counters non-zero.

@@ -9,71 +9,106 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Reads need no script and never write: they send, in one pipeline, the
-// header (GETRANGE), the length (STRLEN), whether the key exists, and the
-// slots of the items with BITFIELD_RO, which cannot create or grow a key.
-// The header of a filter never changes once written, and each BITFIELD_RO
-// reads all k slots of an item at once, so every item is answered from one
-// consistent state of its slots.
+// Reads need no script and never write: for each partition they touch they
+// send, in one pipeline, the header (GETRANGE), the length (STRLEN), whether
+// the key exists, and the slots of its items with BITFIELD_RO, which cannot
+// create or grow a key. A partition's header never changes once written,
+// and each BITFIELD_RO reads all k slots of an item at once, so every item
+// is answered from one consistent state of its slots.
 
-// readSlots returns the values of the k slots of every item, k per item in
-// order, or nil when the filter does not exist (an empty filter).
-func (f *filter) readSlots(ctx context.Context, items []string) ([]int64, error) {
-	if len(items) == 0 {
-		return nil, nil
-	}
-	var vals []int64
-	perCall := maxCallSlots / f.h.k
-	err := chunks(items, maxRoundTripSlots/f.h.k, func(part []string) error {
-		pipe := f.rdb.Pipeline()
-		head := pipe.GetRange(ctx, f.key, 0, headerSize-1)
-		size := pipe.StrLen(ctx, f.key)
-		exists := pipe.Exists(ctx, f.key)
-		var cmds []*redis.IntSliceCmd
-		_ = chunks(part, perCall, func(items []string) error {
-			args := make([]any, 0, 2+len(items)*f.h.k*3)
-			args = f.slotArgs(append(args, "BITFIELD_RO", f.key), items, argGet, nil)
-			cmd := redis.NewIntSliceCmd(ctx, args...)
-			_ = pipe.Process(ctx, cmd)
-			cmds = append(cmds, cmd)
-			return nil
-		})
-		if _, err := pipe.Exec(ctx); err != nil {
+// partRead is what one pipeline asks of one partition.
+type partRead struct {
+	p            int
+	head         *redis.StringCmd
+	size, exists *redis.IntCmd
+	slots        []*redis.IntSliceCmd
+	answers      [][]int // the positions each BITFIELD_RO answers for
+}
+
+// minSlots returns for each item the smallest of its k slots: 0 means
+// definitely absent. A missing partition reads as empty.
+func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int64, error) {
+	mins := make([]int64, len(items))
+	err := chunks(len(items), maxRoundTripSlots/f.h.k, func(lo, hi int) error {
+		window := items[lo:hi]
+		groups := f.byPartition(window)
+		var reads []*partRead
+		var err error
+		for range backoff(ctx) { // reads are safe to send again
+			reads, err = f.sendReads(ctx, window, groups)
+			if !unapplied(err) {
+				break
+			}
+		}
+		if err != nil {
 			return err
 		}
-		if exists.Val() == 0 {
-			vals = nil
-			return errMissing
-		}
-		if err := f.check(head.Val(), size.Val()); err != nil {
-			return err
-		}
-		for _, cmd := range cmds {
-			vals = append(vals, cmd.Val()...)
+		for _, r := range reads {
+			if r.exists.Val() == 0 {
+				continue // not created yet: empty, mins stay 0
+			}
+			if err := f.check(r.p, r.head.Val(), r.size.Val()); err != nil {
+				return err
+			}
+			for c, cmd := range r.slots {
+				vals := cmd.Val()
+				if len(vals) != len(r.answers[c])*f.h.k {
+					return fmt.Errorf("rbloom: BITFIELD_RO answered %d values, want %d", len(vals), len(r.answers[c])*f.h.k)
+				}
+				for j, pos := range r.answers[c] {
+					mins[lo+pos] = slices.Min(vals[j*f.h.k : (j+1)*f.h.k])
+				}
+			}
 		}
 		return nil
 	})
-	if errors.Is(err, errMissing) {
-		return nil, nil
+	if err != nil {
+		return nil, readError(op, err)
 	}
-	return vals, err
+	return mins, nil
 }
 
-// errMissing stops a read early: the filter does not exist.
-var errMissing = errors.New("rbloom: missing")
+// sendReads sends, in one pipeline, the reads of the items of window at
+// the positions of each partition's group.
+func (f *filter) sendReads(ctx context.Context, window []string, groups [][]int) ([]*partRead, error) {
+	perCall := maxCallSlots / f.h.k
+	pipe := f.rdb.Pipeline()
+	var reads []*partRead
+	for p, group := range groups {
+		if len(group) == 0 {
+			continue
+		}
+		key := f.parts[p].key
+		r := &partRead{p: p, head: pipe.GetRange(ctx, key, 0, headerSize-1),
+			size: pipe.StrLen(ctx, key), exists: pipe.Exists(ctx, key)}
+		_ = chunks(len(group), perCall, func(a, b int) error {
+			args := make([]any, 0, 2+(b-a)*f.h.k*3)
+			args = f.slotArgs(append(args, "BITFIELD_RO", key), window, group[a:b], argGet, nil)
+			cmd := redis.NewIntSliceCmd(ctx, args...)
+			_ = pipe.Process(ctx, cmd)
+			r.slots, r.answers = append(r.slots, cmd), append(r.answers, group[a:b])
+			return nil
+		})
+		reads = append(reads, r)
+	}
+	_, err := pipe.Exec(ctx)
+	return reads, err
+}
 
-// check compares a header and length read from Redis with f's own.
-func (f *filter) check(head string, size int64) error {
-	if len(head) < identitySize || head[:identitySize] != f.head[:identitySize] {
+// check compares a header and length read from partition p with f's own.
+func (f *filter) check(p int, head string, size int64) error {
+	want := f.parts[p]
+	if len(head) < identitySize || head[:identitySize] != want.head[:identitySize] {
 		h, err := parseHeader(head)
 		if err != nil {
-			return fmt.Errorf("%w (%s)", err, f.key)
+			return fmt.Errorf("%w (%s)", err, want.key)
 		}
-		return fmt.Errorf("%w: %s is %s m=%d k=%d, caller wants %s m=%d k=%d",
-			ErrParamsMismatch, f.key, h.mode, h.m, h.k, f.h.mode, f.h.m, f.h.k)
+		return fmt.Errorf("%w: %s is %s m=%d k=%d partition %d of %d, caller wants %s m=%d k=%d partition %d of %d",
+			ErrParamsMismatch, want.key, h.mode, h.m, h.k, h.index, h.partitions,
+			f.h.mode, f.h.m, f.h.k, p, len(f.parts))
 	}
-	if want := f.h.size(); size != want {
-		return fmt.Errorf("%w: %s is damaged: %d bytes long, want %d", ErrNotFilter, f.key, size, want)
+	if wantSize := f.h.size(); size != wantSize {
+		return fmt.Errorf("%w: %s is damaged: %d bytes long, want %d", ErrNotFilter, want.key, size, wantSize)
 	}
 	return nil
 }
@@ -102,22 +137,6 @@ func (f *filter) count(ctx context.Context, items []string) ([]int, error) {
 		out[i] = int(v)
 	}
 	return out, nil
-}
-
-// minSlots returns for each item the smallest of its k slots: 0 means
-// definitely absent.
-func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int64, error) {
-	vals, err := f.readSlots(ctx, items)
-	if err != nil {
-		return nil, readError(op, err)
-	}
-	mins := make([]int64, len(items))
-	if vals != nil {
-		for i := range mins {
-			mins[i] = slices.Min(vals[i*f.h.k : (i+1)*f.h.k])
-		}
-	}
-	return mins, nil
 }
 
 // readError wraps an error of a read, mapping WRONGTYPE to ErrNotFilter.

@@ -38,20 +38,20 @@ func TestForgedArguments(t *testing.T) {
 			"increment 15":        with(3, "15"),
 			"half an item":        ok[:4],
 		}
-		for _, key := range []string{c.f.key, keyOf("missing")} {
+		for _, key := range []string{c.f.parts[0].key, keyOf("missing")} {
 			before := dump(t, rdb)
 			for name, slots := range adds {
-				args := append([]any{c.f.head, "0", "60000"}, slots...)
+				args := append([]any{c.f.parts[0].head, "0", "60000"}, slots...)
 				err := addScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
 				if err == nil {
 					t.Errorf("add on %s with %s: no error", key, name)
 				}
 			}
 			for name, args := range map[string][]any{
-				"bad TTL":        append([]any{c.f.head, "abc", "60000"}, ok...),
-				"negative TTL":   append([]any{c.f.head, "-1", "60000"}, ok...),
-				"zero keep":      append([]any{c.f.head, "0", "0"}, ok...),
-				"short header":   append([]any{c.f.head[:63], "0", "60000"}, ok...),
+				"bad TTL":        append([]any{c.f.parts[0].head, "abc", "60000"}, ok...),
+				"negative TTL":   append([]any{c.f.parts[0].head, "-1", "60000"}, ok...),
+				"zero keep":      append([]any{c.f.parts[0].head, "0", "0"}, ok...),
+				"short header":   append([]any{c.f.parts[0].head[:63], "0", "60000"}, ok...),
 				"huge m":         append([]any{huge, "0", "60000"}, ok...),
 				"foreign header": append([]any{strings.Repeat("x", 64), "0", "60000"}, ok...),
 			} {
@@ -72,12 +72,12 @@ func TestForgedArguments(t *testing.T) {
 				"OVERFLOW":      withDec(0, "OVERFLOW"),
 				"half an item":  dec[:4],
 			} {
-				args := append([]any{c.f.head, "60000"}, slots...)
+				args := append([]any{c.f.parts[0].head, "60000"}, slots...)
 				err := removeScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
 				// Lua's tonumber reads "0x200" as 512 and only BITFIELD
 				// refuses it; on a missing filter remove answers "absent"
 				// without calling BITFIELD. Either way nothing is written.
-				if err == nil && (key == c.f.key || name != "hex offset") {
+				if err == nil && (key == c.f.parts[0].key || name != "hex offset") {
 					t.Errorf("remove on %s with %s: no error", key, name)
 				}
 			}
@@ -95,17 +95,17 @@ func TestRetryAppliesOnce(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "retry", Options{Counters: 64, Hashes: 3})
 		keep := strconv.FormatInt(opKeep.Milliseconds(), 10)
-		add := append([]any{c.f.head, "0", keep}, c.f.slotArgs(nil, []string{"a", "b"}, argIncrby, argOne)...)
-		remove := append([]any{c.f.head, keep}, c.f.slotArgs(nil, []string{"a"}, argIncrby, argMinusOne)...)
+		add := append([]any{c.f.parts[0].head, "0", keep}, c.f.slotArgs(nil, []string{"a", "b"}, []int{0, 1}, argIncrby, argOne)...)
+		remove := append([]any{c.f.parts[0].head, keep}, c.f.slotArgs(nil, []string{"a"}, []int{0}, argIncrby, argMinusOne)...)
 		for _, call := range []struct {
 			script *redis.Script
 			args   []any
 			want   string
 		}{
-			{addScript, add, "00"},
+			{addScript, add, "+00"}, // "+": this call created the filter
 			{removeScript, remove, "1"},
 		} {
-			keys := []string{c.f.key, c.f.opKey()}
+			keys := []string{c.f.parts[0].key, c.f.opKey(0)}
 			first := must(call.script.Run(ctx, rdb, keys, call.args...).Text())
 			before := slotValues(t, rdb, c.f)
 			again := must(call.script.Run(ctx, rdb, keys, call.args...).Text())
@@ -118,7 +118,7 @@ func TestRetryAppliesOnce(t *testing.T) {
 		}
 		// Once a was added and removed, only b remains.
 		want := make([]int, c.f.h.m)
-		for _, slot := range locate(nil, "b", c.f.h.k, c.f.h.m) {
+		for _, slot := range globalSlots(c.f, "b") {
 			want[slot]++
 		}
 		if got := slotValues(t, rdb, c.f); !slices.Equal(got, want) {

@@ -13,7 +13,8 @@
 --           (counting) or 'SET' 'u1' <bit offset> '1' (classic); none
 --           creates the filter and adds nothing
 -- Returns   one character per item: '1' if all its slots were non-zero
---           before (it may already have been present), '0' otherwise.
+--           before (it may already have been present), '0' otherwise;
+--           preceded by '+' when this call created the filter's key.
 
 local done = redis.call('GET', KEYS[2])
 if done then return done end
@@ -54,5 +55,6 @@ for i = 1, n do
   j = j + k
 end
 local res = table.concat(out)
+if not exists then res = '+' .. res end
 redis.call('SET', KEYS[2], res, 'PX', keep)
 return res

@@ -1,8 +1,8 @@
 -- filter.lua: the part every write script shares. scripts.go sends it in
 -- front of add.lua and remove.lua, so that each of them is one Redis script.
 --
--- A filter is one Redis string: a 64-byte header, then the slots (the layout
--- is documented in header.go). Redis does not roll a script back when it
+-- A filter partition is one Redis string: a 64-byte header, then the slots
+-- (the layout is documented in header.go). Redis does not roll a script back when it
 -- fails half-way, so the functions here only read, and every script checks
 -- all of its arguments with them before its first write.
 
@@ -41,7 +41,10 @@ local function parse(h)
   if f.m < 1 or f.m * f.width > (512 * 1024 * 1024 - HEADER) * 8 then
     return nil, 'm = ' .. f.m .. ' does not fit in a Redis string'
   end
-  if be(h, 17, 20) ~= 1 then return nil, 'partitions is not 1' end
+  local parts, index = be(h, 17, 20), be(h, 21, 24)
+  if parts < 1 or parts > 1024 or index >= parts then
+    return nil, 'partition ' .. index .. ' of ' .. parts
+  end
   f.size = HEADER + math.ceil(f.m * f.width / 8)
   return f
 end

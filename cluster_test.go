@@ -1,0 +1,315 @@
+package rbloom
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"pgregory.net/rapid"
+
+	"github.com/rbloom/rbloom/rbloomtest"
+)
+
+// Tests on a real 3-master Redis Cluster.
+
+func clusterClient(t *testing.T) (*rbloomtest.Cluster, *redis.ClusterClient) {
+	t.Helper()
+	c := rbloomtest.StartCluster(t, 3)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { rdb.Close() })
+	return c, rdb
+}
+
+func TestClusterMachine(t *testing.T) {
+	_, rdb := clusterClient(t)
+	rapid.Check(t, func(t *rapid.T) {
+		t.Repeat(newCountingMachine(t, rdb).actions())
+	})
+}
+
+// owners returns the master address owning each partition of f.
+func owners(t *testing.T, cl *rbloomtest.Cluster, f *filter) []string {
+	t.Helper()
+	var out []string
+	for _, p := range f.parts {
+		owner, err := cl.SlotOwner(ctx, int(keySlot(p.key[len("rbloom:{"):len(p.key)-1])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, owner)
+	}
+	return out
+}
+
+// bitfieldCalls returns each master's count of BITFIELD calls (those made
+// by scripts included).
+func bitfieldCalls(t *testing.T, cl *rbloomtest.Cluster) []float64 {
+	t.Helper()
+	cmds, err := cl.DoAll(ctx, "INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []float64
+	for _, cmd := range cmds {
+		var calls float64
+		for _, line := range strings.Split(cmd.Val().(string), "\r\n") {
+			if strings.HasPrefix(line, "cmdstat_bitfield:calls=") {
+				fmt.Sscanf(line, "cmdstat_bitfield:calls=%g", &calls)
+			}
+		}
+		out = append(out, calls)
+	}
+	return out
+}
+
+// TestClusterSpread checks that a filter of 12 partitions has keys on every
+// master, and that the masters share the BITFIELD work of 100,000 items
+// within 20% of a third each.
+func TestClusterSpread(t *testing.T) {
+	cl, rdb := clusterClient(t)
+	c := must(NewCounting(rdb, "spread", Options{Capacity: 200_000, Partitions: 12}))
+	perMaster := map[string]int{}
+	for _, o := range owners(t, cl, c.f) {
+		perMaster[o]++
+	}
+	if len(perMaster) != 3 {
+		t.Fatalf("12 partitions on %d masters (%v), want all 3", len(perMaster), perMaster)
+	}
+	before := bitfieldCalls(t, cl)
+	items := make([]string, 100_000)
+	for i := range items {
+		items[i] = fmt.Sprint("spread-", i)
+	}
+	if _, err := c.AddMany(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	after := bitfieldCalls(t, cl)
+	total := 0.0
+	for i := range after {
+		after[i] -= before[i]
+		total += after[i]
+	}
+	for i, calls := range after {
+		if share := calls / total; math.Abs(share-1.0/3) > 0.2/3 {
+			t.Errorf("master %d did %.0f of %.0f BITFIELD calls (%.1f%%), want 33.3%% +- 20%%", i, calls, total, 100*share)
+		}
+	}
+	t.Logf("partitions per master %v; BITFIELD calls per master %v", perMaster, after)
+	for i, ok := range must(c.TestMany(ctx, items)) {
+		if !ok {
+			t.Fatalf("false negative for %q", items[i])
+		}
+	}
+}
+
+// writer adds and removes its own items and keeps its own multiset, so
+// that the sum of all writers is the model.
+type writer struct {
+	c    *Counting
+	id   int
+	held map[string]int
+	ops  int
+}
+
+// retriable reports whether err means the call was not applied: the cluster
+// refused it before running it.
+func retriable(err error) bool {
+	return redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "CLUSTERDOWN")
+}
+
+func (w *writer) step(i int) error {
+	item := fmt.Sprintf("w%d-%d", w.id, i%97)
+	for attempt := 0; ; attempt++ {
+		var err error
+		if w.held[item] > 0 && i%3 == 0 {
+			var ok bool
+			if ok, err = w.c.Remove(ctx, item); err == nil {
+				if !ok {
+					return fmt.Errorf("Remove(%q) of a held item = false", item)
+				}
+				w.held[item]--
+			}
+		} else if _, err = w.c.Add(ctx, item); err == nil {
+			w.held[item]++
+		}
+		if err == nil {
+			w.ops++
+			return nil
+		}
+		if !retriable(err) || attempt == 20 {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkModel checks counters and false negatives against the writers.
+func checkModel(t *testing.T, rdb redis.UniversalClient, c *Counting, writers []*writer) {
+	t.Helper()
+	want := make([]int, c.f.h.m*uint64(len(c.f.parts)))
+	var held []string
+	for _, w := range writers {
+		for item, n := range w.held {
+			for _, s := range globalSlots(c.f, item) {
+				want[s] += n
+			}
+			if n > 0 {
+				held = append(held, item)
+			}
+		}
+	}
+	if slices.Max(want) >= 15 {
+		t.Fatalf("the workload saturated a counter: the exact check needs fewer items")
+	}
+	if got := slotValues(t, rdb, c.f); !slices.Equal(got, want) {
+		t.Errorf("counters differ from the model")
+	}
+	for i, ok := range must(c.TestMany(ctx, held)) {
+		if !ok {
+			t.Errorf("false negative: %q", held[i])
+		}
+	}
+}
+
+// TestClusterReshard moves the slots of partitions from master to master
+// while writers keep adding and removing: afterwards the counters equal the
+// model and no item held tests false.
+func TestClusterReshard(t *testing.T) {
+	cl, rdb := clusterClient(t)
+	c := must(NewCounting(rdb, "moving", Options{Counters: 60_000, Hashes: 4, Partitions: 6}))
+	if err := c.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writers := make([]*writer, 4)
+	stop := make(chan struct{})
+	errs := make(chan error, len(writers))
+	var wg sync.WaitGroup
+	for i := range writers {
+		writers[i] = &writer{c: c, id: i, held: map[string]int{}}
+		wg.Add(1)
+		go func(w *writer) {
+			defer wg.Done()
+			for j := 0; j < 5000; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := w.step(j); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(writers[i])
+	}
+	addrs := cl.Addrs()
+	for round := range 3 {
+		for p, owner := range owners(t, cl, c.f) {
+			to := addrs[(slices.Index(addrs, owner)+1+round)%len(addrs)]
+			if to == owner {
+				continue
+			}
+			slot := int(keySlot(c.f.parts[p].key[len("rbloom:{") : len(c.f.parts[p].key)-1]))
+			if err := cl.MoveSlot(ctx, slot, to); err != nil {
+				t.Fatalf("moving slot %d of partition %d: %v", slot, p, err)
+			}
+			time.Sleep(20 * time.Millisecond) // let the writers work on the new owner
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ops := 0
+	for _, w := range writers {
+		ops += w.ops
+	}
+	t.Logf("%d writes while moving the 6 partitions 3 times", ops)
+	checkModel(t, rdb, c, writers)
+}
+
+// TestClusterScriptFlush flushes the script cache of every master in the
+// middle of batch writes: nothing fails and nothing is lost.
+func TestClusterScriptFlush(t *testing.T) {
+	cl, rdb := clusterClient(t)
+	c := must(NewCounting(rdb, "flushed", Options{Capacity: 100_000, Partitions: 6}))
+	var all []string
+	for round := range 10 {
+		items := make([]string, 2000)
+		for i := range items {
+			items[i] = fmt.Sprintf("r%d-%d", round, i)
+		}
+		if round%3 == 1 {
+			if _, err := cl.DoAll(ctx, "SCRIPT", "FLUSH"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.AddMany(ctx, items); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		all = append(all, items...)
+	}
+	for i, ok := range must(c.TestMany(ctx, all)) {
+		if !ok {
+			t.Fatalf("false negative for %q", all[i])
+		}
+	}
+	if in := must(c.Info(ctx)); in.Items != int64(len(all)) {
+		t.Errorf("Info.Items = %d, want %d", in.Items, len(all))
+	}
+}
+
+// TestLargeFilter makes a filter of more counters than one Redis string
+// holds (2^30): it is split over keys of at most 64 MiB and works.
+func TestLargeFilter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates about 600 MB in Redis")
+	}
+	rdb := realRedis(t)
+	c := must(NewCounting(rdb, "large", Options{Counters: 1<<30 + 1<<26, Hashes: 3}))
+	if got := len(c.f.parts); got != 9 {
+		t.Errorf("%d partitions, want 9 of at most 64 MiB", got)
+	}
+	items := make([]string, 20_000)
+	for i := range items {
+		items[i] = fmt.Sprint("big-", i)
+	}
+	if _, err := c.AddMany(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range must(c.TestMany(ctx, items)) {
+		if !ok {
+			t.Fatalf("false negative for %q", items[i])
+		}
+	}
+	in := must(c.Info(ctx))
+	if in.Counters < 1<<30 || len(in.Partitions) != 9 || in.Items != int64(len(items)) {
+		t.Errorf("Info = %d counters, %d partitions, %d items", in.Counters, len(in.Partitions), in.Items)
+	}
+	for _, p := range in.Partitions {
+		if !p.Exists || p.Bytes > DefaultPartitionBytes+1<<20 {
+			t.Errorf("partition %s: exists %v, %d bytes", p.Key, p.Exists, p.Bytes)
+		}
+	}
+	if err := c.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.DBSize(ctx).Val(); n != 0 {
+		var left []string
+		for _, k := range rdb.Keys(ctx, "*").Val() {
+			if !strings.Contains(k, ":op:") {
+				left = append(left, k)
+			}
+		}
+		if len(left) > 0 {
+			t.Errorf("after Drop: %v", left)
+		}
+	}
+}
