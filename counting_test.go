@@ -277,6 +277,14 @@ func TestTTL(t *testing.T) {
 		if in := must(c.Info(ctx)); in.TTL <= 0 || in.TTL > time.Minute {
 			t.Errorf("Info.TTL = %v", in.TTL)
 		}
+		// Every partition gets the TTL: they are created together.
+		e := newCounting(t, rdb, "parts", Options{Capacity: 100, Partitions: 3, TTL: time.Hour})
+		must(e.Add(ctx, "a"))
+		for _, p := range e.f.parts {
+			if ttl := rdb.PTTL(ctx, p.key).Val(); ttl <= 59*time.Minute {
+				t.Errorf("PTTL %s = %v, want about 1h", p.key, ttl)
+			}
+		}
 		d := newCounting(t, rdb, "forever", Options{Capacity: 100})
 		must(d.Add(ctx, "a"))
 		if ttl := rdb.PTTL(ctx, d.f.parts[0].key).Val(); ttl != -1 {
