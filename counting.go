@@ -78,6 +78,23 @@ func (c *Counting) RemoveMany(ctx context.Context, items []string) ([]bool, erro
 	return c.f.remove(ctx, items)
 }
 
+// AddOnce is Add, applied at most once per opID: a second call with the
+// same opID, from this process or another, within Options.OnceWindow
+// returns the first call's answer and adds nothing. Use it where the same
+// event can arrive twice, as from a stream delivered at least once, with an
+// id the event carries (a Kafka topic, partition and offset, say).
+func (c *Counting) AddOnce(ctx context.Context, item, opID string) (bool, error) {
+	return c.f.writeOnce(ctx, "add", addScript, item, opID, c.f.addArgs)
+}
+
+// RemoveOnce is Remove, applied at most once per opID, like AddOnce: a
+// delete event delivered twice, even to two consumers at once, removes the
+// item once. The id is checked and recorded by the same script that
+// removes, atomically.
+func (c *Counting) RemoveOnce(ctx context.Context, item, opID string) (bool, error) {
+	return c.f.writeOnce(ctx, "remove", removeScript, item, opID, c.f.removeArgs)
+}
+
 // Test reports whether item may be present. False means it is definitely
 // absent. Test never writes.
 func (c *Counting) Test(ctx context.Context, item string) (bool, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -357,4 +358,43 @@ func TestScriptFlush(t *testing.T) {
 	if n := must(c.Count(ctx, "0")); n != 3 {
 		t.Errorf("Count = %d, want 3: each round added once", n)
 	}
+}
+
+// TestOnce checks that an operation id is applied once, even when the same
+// event reaches two consumers at the same time.
+func TestOnce(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "stream", Options{Capacity: 1000, Partitions: 2})
+		for range 3 {
+			if existed := must(c.AddOnce(ctx, "order:1", "topic-0-offset-17")); existed {
+				t.Fatal("AddOnce answered existed for the first add")
+			}
+		}
+		if n := must(c.Count(ctx, "order:1")); n != 1 {
+			t.Fatalf("Count after 3 AddOnce with one id = %d, want 1", n)
+		}
+		must(c.AddOnce(ctx, "order:1", "topic-0-offset-18")) // another event
+		// The delete event arrives twice, to two consumers at once.
+		var wg sync.WaitGroup
+		answers := make([]bool, 8)
+		for i := range answers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i] = must(c.RemoveOnce(ctx, "order:1", "topic-0-offset-40"))
+			}()
+		}
+		wg.Wait()
+		for i, removed := range answers {
+			if !removed {
+				t.Errorf("consumer %d: RemoveOnce = false, want the first answer (true) for everyone", i)
+			}
+		}
+		if n := must(c.Count(ctx, "order:1")); n != 1 {
+			t.Errorf("Count after the delete delivered 8 times = %d, want 1", n)
+		}
+		if _, err := c.RemoveOnce(ctx, "order:1", ""); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("RemoveOnce with no id: %v, want ErrInvalidOptions", err)
+		}
+	})
 }

@@ -52,11 +52,12 @@ var opKeepMS = strconv.FormatInt(opKeep.Milliseconds(), 10)
 
 // filter holds what both kinds of filter share. It is immutable.
 type filter struct {
-	rdb   redis.UniversalClient
-	name  string
-	h     header // index 0; m is the slots of one partition
-	parts []part
-	ttl   time.Duration
+	rdb        redis.UniversalClient
+	name       string
+	h          header // index 0; m is the slots of one partition
+	parts      []part
+	ttl        time.Duration
+	onceWindow time.Duration // how long AddOnce and RemoveOnce remember an id
 }
 
 // part is one partition: its key and the header the scripts expect there.
@@ -76,13 +77,17 @@ func newFilter(rdb redis.UniversalClient, name string, mode Mode, o Options) (*f
 	if err != nil {
 		return nil, err
 	}
-	return withHeader(rdb, name, h, o.TTL), nil
+	f := withHeader(rdb, name, h, o.TTL)
+	if o.OnceWindow > 0 {
+		f.onceWindow = o.OnceWindow
+	}
+	return f, nil
 }
 
 // withHeader makes the filter whose partitions have header h.
 func withHeader(rdb redis.UniversalClient, name string, h header, ttl time.Duration) *filter {
 	h.index, h.items = 0, 0
-	f := &filter{rdb: rdb, name: name, h: h, ttl: ttl}
+	f := &filter{rdb: rdb, name: name, h: h, ttl: ttl, onceWindow: DefaultOnceWindow}
 	for i, key := range partitionKeys(name, int(h.partitions)) {
 		ph := h
 		ph.index = uint32(i)
@@ -172,7 +177,7 @@ func (f *filter) slotArgs(args []any, items []string, at []int, op, value any) [
 // pipeline per node, in parallel). Each call carries a fresh operation key,
 // so that a call go-redis re-sends after losing its reply applies once.
 func (f *filter) write(ctx context.Context, script *redis.Script, items []string,
-	args func(p part, items []string, at []int) []any) ([]bool, error) {
+	args func(p part, items []string, at []int) []any, opKey func(p int) string) ([]bool, error) {
 	out := make([]bool, len(items))
 	perCall := maxCallSlots / f.h.k
 	err := chunks(len(items), maxRoundTripSlots/f.h.k, func(lo, hi int) error {
@@ -182,7 +187,7 @@ func (f *filter) write(ctx context.Context, script *redis.Script, items []string
 		for p, group := range f.byPartition(window) {
 			_ = chunks(len(group), perCall, func(a, b int) error {
 				calls = append(calls, scriptCall{
-					keys: []string{f.parts[p].key, f.opKey(p)},
+					keys: []string{f.parts[p].key, opKey(p)},
 					args: args(f.parts[p], window, group[a:b]),
 				})
 				answers = append(answers, group[a:b])
@@ -223,21 +228,53 @@ func (f *filter) add(ctx context.Context, items []string) ([]bool, error) {
 	if len(items) == 0 {
 		return []bool{}, nil
 	}
-	res, err := f.write(ctx, addScript, items, f.addArgs)
+	res, err := f.write(ctx, addScript, items, f.addArgs(opKeepMS), f.opKey)
 	if err != nil {
 		return nil, scriptError("add", err)
 	}
 	return res, nil
 }
 
-func (f *filter) addArgs(p part, items []string, at []int) []any {
-	op := argIncrby
-	if f.h.mode == ModeClassic {
-		op = argSet
+// addArgs returns the arguments of add.lua for the items at positions at,
+// with the operation key kept for keep milliseconds.
+func (f *filter) addArgs(keep string) func(p part, items []string, at []int) []any {
+	return func(p part, items []string, at []int) []any {
+		op := argIncrby
+		if f.h.mode == ModeClassic {
+			op = argSet
+		}
+		args := make([]any, 0, 3+len(at)*f.h.k*4)
+		args = append(args, p.head, strconv.FormatInt(f.ttl.Milliseconds(), 10), keep)
+		return f.slotArgs(args, items, at, op, argOne)
 	}
-	args := make([]any, 0, 3+len(at)*f.h.k*4)
-	args = append(args, p.head, strconv.FormatInt(f.ttl.Milliseconds(), 10), opKeepMS)
-	return f.slotArgs(args, items, at, op, argOne)
+}
+
+func (f *filter) removeArgs(keep string) func(p part, items []string, at []int) []any {
+	return func(p part, items []string, at []int) []any {
+		args := make([]any, 0, 2+len(at)*f.h.k*4)
+		args = append(args, p.head, keep)
+		return f.slotArgs(args, items, at, argIncrby, argMinusOne)
+	}
+}
+
+// writeOnce applies script to item at most once per opID within
+// f.onceWindow: the
+// operation key is named after opID instead of being random, so a second
+// call with the same opID, from this process or another, returns the first
+// call's answer and changes nothing.
+func (f *filter) writeOnce(ctx context.Context, op string, script *redis.Script, item, opID string,
+	args func(keep string) func(p part, items []string, at []int) []any) (bool, error) {
+	if opID == "" || len(opID) > 256 {
+		return false, fmt.Errorf("%w: operation id %q: want 1 to 256 bytes", ErrInvalidOptions, opID)
+	}
+	keep := strconv.FormatInt(f.onceWindow.Milliseconds(), 10)
+	res, err := f.write(ctx, script, []string{item}, args(keep), func(p int) string {
+		return f.parts[p].key + ":once:" + opID
+	})
+	if err != nil {
+		return false, scriptError(op, err)
+	}
+	return res[0], nil
 }
 
 // create creates every partition that does not exist yet.
@@ -254,7 +291,7 @@ func (f *filter) create(ctx context.Context) error {
 func (f *filter) createAll(ctx context.Context) error {
 	calls := make([]scriptCall, len(f.parts))
 	for p := range f.parts {
-		calls[p] = scriptCall{keys: []string{f.parts[p].key, f.opKey(p)}, args: f.addArgs(f.parts[p], nil, nil)}
+		calls[p] = scriptCall{keys: []string{f.parts[p].key, f.opKey(p)}, args: f.addArgs(opKeepMS)(f.parts[p], nil, nil)}
 	}
 	_, err := runScripts(ctx, f.rdb, addScript, calls)
 	return err
@@ -264,11 +301,7 @@ func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
 	if len(items) == 0 {
 		return []bool{}, nil
 	}
-	res, err := f.write(ctx, removeScript, items, func(p part, items []string, at []int) []any {
-		args := make([]any, 0, 2+len(at)*f.h.k*4)
-		args = append(args, p.head, opKeepMS)
-		return f.slotArgs(args, items, at, argIncrby, argMinusOne)
-	})
+	res, err := f.write(ctx, removeScript, items, f.removeArgs(opKeepMS), f.opKey)
 	if err != nil {
 		return nil, scriptError("remove", err)
 	}

@@ -13,6 +13,10 @@ const MaxHashes = 64
 // DefaultErrorRate is the false-positive rate used when Options.ErrorRate is 0.
 const DefaultErrorRate = 0.01
 
+// DefaultOnceWindow is how long AddOnce and RemoveOnce remember an
+// operation id when Options.OnceWindow is 0.
+const DefaultOnceWindow = time.Hour
+
 // Options size a filter. Either set Capacity (and optionally ErrorRate), and
 // m and k are derived with OptimalCounters and OptimalHashes, or set
 // Counters and Hashes explicitly. The zero value of each field means its
@@ -42,6 +46,12 @@ type Options struct {
 	// makes a new filter: the stored one then answers ErrParamsMismatch.
 	Partitions int
 
+	// OnceWindow is how long AddOnce and RemoveOnce remember an operation
+	// id: a repeat within it is answered without being applied again. Each
+	// id costs about 100 bytes of Redis memory for that long. Default
+	// DefaultOnceWindow (1 hour).
+	OnceWindow time.Duration
+
 	// TTL, when positive, is the time to live given to the filter's key when
 	// its first write creates it; later writes do not extend it. Redis keeps
 	// TTLs in milliseconds. Default 0: no expiry.
@@ -64,6 +74,8 @@ func (o Options) resolve(mode Mode) (header, error) {
 		return bad("Partitions = %d, want 1 to %d", o.Partitions, MaxPartitions)
 	case o.TTL < 0 || (o.TTL > 0 && o.TTL < time.Millisecond):
 		return bad("TTL = %v, want 0 (no expiry) or at least 1ms", o.TTL)
+	case o.OnceWindow < 0 || (o.OnceWindow > 0 && o.OnceWindow < time.Millisecond):
+		return bad("OnceWindow = %v, want 0 (the default) or at least 1ms", o.OnceWindow)
 	case o.Capacity == 0 && o.Counters == 0:
 		return bad("Capacity is 0 and Counters is 0: set Capacity, or Counters and Hashes")
 	case o.Capacity == 0 && o.Hashes == 0:
