@@ -1,86 +1,328 @@
-// Command rbloom works with rbloom filters in Redis.
+// Command rbloom works with rbloom filters in Redis: it creates them, adds,
+// tests, removes and counts items, loads and unloads files of items, shows
+// and drops filters, and runs the demo.
 //
 // Usage:
 //
-//	rbloom demo [-n items] [-p error-rate]
+//	rbloom [-u URL] [--cluster] COMMAND [FLAGS] [ARG...]
 //
-// It connects to the Redis at REDIS_URL (redis://[user:pass@]host:port/db,
-// or rediss:// for TLS). Without REDIS_URL it starts an in-memory Redis of
-// its own, which is enough for the demo.
+//	create NAME --capacity N [--error-rate P] [--classic] [--ttl D]
+//	create NAME -m M -k K [--classic] [--ttl D]
+//	                      create an empty filter (counting unless --classic)
+//	info NAME [--json]    its parameters, items, memory and expected error rate
+//	drop NAME             delete it
 //
-// Exit status: 0 on success, 2 on error (the error is one line on stderr).
+//	add NAME [ITEM...]    print "new" or "maybe" (it may have been there already)
+//	test NAME [ITEM...]   print "maybe" or "absent"; exit 1 if one is absent
+//	remove NAME [ITEM...] print "removed" or "absent" (nothing changed)
+//	count NAME [ITEM...]  print the item's count, 0 to 15: an upper bound
+//
+//	load NAME [FILE]      add every line of FILE (or stdin) in batches
+//	unload NAME [FILE]    remove every line of FILE (or stdin) in batches
+//
+//	demo [-n N] [-p P]    fill, delete and measure a counting and a classic filter
+//	help [COMMAND]        this text, or a command's flags
+//
+// Items are the arguments after NAME or, when there are none, the lines of
+// stdin; empty lines are skipped. add, test, remove and count print one line
+// per item, in order: the answer, a tab, the item (quoted as in Go when it
+// holds a control character). -q prints nothing. Put -- before items that
+// start with "-". load and unload print one summary line; on a terminal they
+// draw a progress bar on stderr meanwhile.
+//
+// add and load create a missing filter when given the sizing flags of create
+// (which must then match an existing filter; `rbloom help create` lists
+// them, --partitions among them); the other commands need only the name.
+// remove, unload and count work on counting filters only.
+//
+// Connection: -u redis://[user:pass@]host:port/db (rediss:// for TLS), else
+// $REDIS_URL, else an in-memory Redis that lives as long as the command:
+// enough for demo, useless otherwise (rbloom says so on stderr). --cluster
+// connects to a Redis Cluster through the URL's host. A password is never
+// printed; prefer REDIS_URL to -u for one, as command lines are visible to
+// other users of the machine.
+//
+// Exit status: 0 on success (for test: every item may be present), 1 when
+// test finds an item definitely absent, 2 on error, with one line on stderr
+// starting with "rbloom: ".
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"unicode"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/rbloom/rbloom/rbloomtest"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
 )
 
+// usage is what `rbloom help` prints; keep it in step with the package
+// comment above.
+const usage = `usage: rbloom [-u URL] [--cluster] COMMAND [FLAGS] [ARG...]
+
+Filters:
+  create NAME --capacity N [--error-rate P] [--classic] [--ttl D]
+  create NAME -m M -k K [--classic] [--ttl D]
+                        create an empty filter (counting unless --classic)
+  info NAME [--json]    its parameters, items, memory and expected error rate
+  drop NAME             delete it
+
+Items, as arguments or one per line on stdin; one line out per item,
+"ANSWER<tab>ITEM" (-q: none):
+  add NAME [ITEM...]    new, or maybe (it may have been there already)
+  test NAME [ITEM...]   maybe, or absent (definitely); exit 1 if one is absent
+  remove NAME [ITEM...] removed, or absent (nothing changed); counting only
+  count NAME [ITEM...]  its count, 0 to 15 (an upper bound); counting only
+
+Bulk, one item per line of FILE or stdin; a progress bar on a terminal:
+  load NAME [FILE]      add them all
+  unload NAME [FILE]    remove them all; counting only
+
+  demo [-n N] [-p P]    fill, delete and measure a counting and a classic filter
+  help [COMMAND]        this text, or a command's flags
+
+add and load create a missing filter when given create's sizing flags
+('rbloom help create' lists them all, --partitions among them).
+
+Connection: -u redis://[user:pass@]host:port/db (rediss:// for TLS), else
+$REDIS_URL, else an in-memory Redis that lasts one command (enough for demo).
+--cluster connects to a Redis Cluster through the URL's host. Prefer
+REDIS_URL to -u for a URL with a password: command lines are visible to
+other users of the machine.
+
+Exit status: 0 success (test: every item may be present), 1 test found an
+item definitely absent, 2 error (one line on stderr, starting "rbloom: ").
+`
+
 func main() {
-	// go-redis logs dial failures itself; the one-line error below says it.
+	// go-redis logs dial failures itself; the one-line error run prints says it.
 	redis.SetLogger(quiet{})
-	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
-		msg := err.Error()
-		if !strings.HasPrefix(msg, "rbloom: ") {
-			msg = "rbloom: " + msg
-		}
-		fmt.Fprintln(os.Stderr, msg)
-		os.Exit(2)
-	}
+	os.Exit(run(context.Background(), os.Args[1:], &sys{
+		stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+		getenv: os.Getenv, isTerminal: isTerminal,
+	}))
 }
 
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-const usage = "usage: rbloom demo [-n items] [-p error-rate]"
-
-func run(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 {
-		return errors.New(usage)
-	}
-	switch args[0] {
-	case "demo":
-		rdb, where, stop, err := connect()
-		if err != nil {
-			return err
-		}
-		defer stop()
-		return demo(ctx, rdb, where, args[1:], out)
-	}
-	return fmt.Errorf("unknown command %q; %s", args[0], usage)
+// sys is what run takes from the process, so that tests can run it in
+// process with their own input, output and environment.
+type sys struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// isTerminal reports whether w is a terminal: progress bars are drawn
+	// only there, never into a file or a pipe.
+	isTerminal func(w io.Writer) bool
 }
 
-// connect returns a client of REDIS_URL or, without it, of an in-memory
-// Redis started here, with a description of where it points that never
-// includes a password.
-func connect() (redis.UniversalClient, string, func(), error) {
-	if url := os.Getenv("REDIS_URL"); url != "" {
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			// The URL may hold a password: do not repeat it.
-			return nil, "", nil, errors.New("REDIS_URL is not a valid redis:// or rediss:// URL")
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitAbsent = 1 // test: some item is definitely absent
+	exitError  = 2
+)
+
+// errAbsent makes run exit with exitAbsent and no message.
+var errAbsent = errors.New("some items are definitely absent")
+
+// run runs rbloom with args (without the program name) and returns the exit
+// status. Errors are written to s.stderr as one line.
+func run(ctx context.Context, args []string, s *sys) int {
+	c := &cli{sys: s, out: bufio.NewWriter(s.stdout)}
+	err := c.main(ctx, args)
+	if ferr := c.out.Flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("write output: %w", ferr)
+	}
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errAbsent):
+		return exitAbsent
+	}
+	fmt.Fprintln(s.stderr, c.errorLine(err))
+	return exitError
+}
+
+// cli is one run of the command.
+type cli struct {
+	*sys
+	out *bufio.Writer // stdout, flushed after each batch and at the end
+
+	// Global flags, accepted before or after the command.
+	url     string
+	cluster bool
+	help    bool
+
+	rdb        redis.UniversalClient // set by connect
+	where      string                // where rdb points, without a password
+	stopServer func()                // stops the in-memory Redis, if any
+}
+
+// A command is one subcommand. setup registers its flags and returns the
+// function that runs it once the flags are parsed and rdb is connected.
+type command struct {
+	name     string
+	args     string // the positional arguments, for messages
+	min, max int    // how many positional arguments it takes; max -1: any
+	setup    func(c *cli, fs *pflag.FlagSet) func(ctx context.Context, args []string) error
+}
+
+// commands are the subcommands, in the order of the usage text. demo is not
+// among them: it parses its own flags (see cli.main).
+//
+// bench and rebuild will join this table when they exist.
+var commands = []command{
+	{"create", "NAME", 1, 1, setupCreate},
+	{"info", "NAME", 1, 1, setupInfo},
+	{"drop", "NAME", 1, 1, setupDrop},
+	{"add", "NAME [ITEM...]", 1, -1, setupAdd},
+	{"test", "NAME [ITEM...]", 1, -1, setupTest},
+	{"remove", "NAME [ITEM...]", 1, -1, setupRemove},
+	{"count", "NAME [ITEM...]", 1, -1, setupCount},
+	{"load", "NAME [FILE]", 1, 2, setupLoad},
+	{"unload", "NAME [FILE]", 1, 2, setupUnload},
+}
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
 		}
-		rdb := redis.NewClient(opt)
-		return rdb, "Redis at " + opt.Addr, func() { rdb.Close() }, nil
 	}
-	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
-		return nil, "", nil, fmt.Errorf("start in-memory Redis: %w", err)
+	return nil
+}
+
+func (c *cli) globalFlags() *pflag.FlagSet {
+	fs := newFlagSet("rbloom")
+	fs.StringVarP(&c.url, "url", "u", "", "redis://[user:pass@]host:port/db or rediss://... (default $REDIS_URL)")
+	fs.BoolVar(&c.cluster, "cluster", false, "connect to a Redis Cluster through the URL's host")
+	fs.BoolVarP(&c.help, "help", "h", false, "print help")
+	return fs
+}
+
+// newFlagSet returns a flag set that reports errors only by returning them,
+// so that they reach stderr as one line.
+func newFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.SortFlags = false
+	return fs
+}
+
+func (c *cli) main(ctx context.Context, args []string) error {
+	global := c.globalFlags()
+	// Stop at the command name: the command's own flags come after it.
+	global.SetInterspersed(false)
+	if err := global.Parse(args); err != nil {
+		return fmt.Errorf("%w (run 'rbloom help')", err)
 	}
-	if err := rbloomtest.Register(m); err != nil {
-		m.Close()
-		return nil, "", nil, err
+	rest := global.Args()
+	switch {
+	case len(rest) > 0 && rest[0] == "help":
+		return c.printHelp(rest[1:])
+	case c.help: // rbloom -h [COMMAND]
+		return c.printHelp(rest)
+	case len(rest) == 0:
+		return errors.New("no command given (run 'rbloom help' for the list)")
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return rdb, "in-memory Redis (set REDIS_URL to use a real one)", func() { rdb.Close(); m.Close() }, nil
+	name, rest := rest[0], rest[1:]
+	if name == "demo" {
+		// demo parses its own flags, as it always has; global flags go
+		// before it.
+		defer c.disconnect()
+		if err := c.connect(ctx, name); err != nil {
+			return err
+		}
+		return demo(ctx, c.rdb, c.where, rest, c.out)
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		return fmt.Errorf("unknown command %q (run 'rbloom help' for the list)", name)
+	}
+	fs := newFlagSet("rbloom " + name)
+	do := cmd.setup(c, fs)
+	fs.AddFlagSet(global)
+	if err := fs.Parse(rest); err != nil {
+		return fmt.Errorf("%s: %w (run 'rbloom help %s')", name, err, name)
+	}
+	if c.help {
+		return c.printHelp([]string{name})
+	}
+	pos := fs.Args()
+	if len(pos) < cmd.min || cmd.max >= 0 && len(pos) > cmd.max {
+		return fmt.Errorf("%s: want %s %s, got %d arguments (run 'rbloom help %s')", name, name, cmd.args, len(pos), name)
+	}
+	defer c.disconnect()
+	if err := c.connect(ctx, name); err != nil {
+		return err
+	}
+	if err := do(ctx, pos); err != nil {
+		return fmt.Errorf("%s %s: %w", name, pos[0], err)
+	}
+	return nil
+}
+
+// printHelp prints the usage, or with args [COMMAND] that command's
+// arguments and flags.
+func (c *cli) printHelp(args []string) error {
+	if len(args) == 0 {
+		_, err := io.WriteString(c.out, usage)
+		return err
+	}
+	name := args[0]
+	if name == "demo" {
+		fmt.Fprint(c.out, "usage: rbloom [-u URL] [--cluster] demo [-n items] [-p error-rate]\n\n"+
+			"Fills a counting and a classic filter with n items (default 100000) sized\n"+
+			"for error rate p (default 0.01), removes half from the counting filter, and\n"+
+			"measures false negatives, deleted items still seen and false positives.\n")
+		return nil
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		return fmt.Errorf("help: unknown command %q (run 'rbloom help' for the list)", name)
+	}
+	fs := newFlagSet(name)
+	cmd.setup(c, fs)
+	fmt.Fprintf(c.out, "usage: rbloom [-u URL] [--cluster] %s [FLAGS] %s\n", name, cmd.args)
+	if fs.HasFlags() {
+		fmt.Fprintf(c.out, "\nFlags:\n%s", fs.FlagUsages())
+	}
+	return nil
+}
+
+// errorLine turns err into the one line rbloom prints: prefixed with
+// "rbloom: " once, without the prefixes the library puts on its own errors,
+// without line breaks, and without any password from -u or REDIS_URL (an
+// error may quote what Redis or the URL parser saw).
+func (c *cli) errorLine(err error) string {
+	msg := strings.ReplaceAll(err.Error(), ": rbloom: ", ": ")
+	msg = strings.ReplaceAll(msg, "(rbloom: ", "(")
+	msg = strings.TrimPrefix(msg, "rbloom: ")
+	for _, raw := range []string{c.url, c.getenv("REDIS_URL")} {
+		for _, secret := range passwords(raw) {
+			msg = strings.ReplaceAll(msg, secret, "xxxxx")
+		}
+	}
+	msg = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, msg)
+	return "rbloom: " + msg
 }

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rbloom/rbloom"
+)
+
+// sizing holds the flags that size a filter. create needs them; add and
+// load take them too, to create the filter they write to when it is missing.
+type sizing struct {
+	fs      *pflag.FlagSet
+	opts    rbloom.Options
+	classic bool
+}
+
+func addSizingFlags(fs *pflag.FlagSet) *sizing {
+	s := &sizing{fs: fs}
+	fs.Uint64Var(&s.opts.Capacity, "capacity", 0, "number of items `N` the filter is sized for")
+	fs.Float64Var(&s.opts.ErrorRate, "error-rate", rbloom.DefaultErrorRate, "false-positive rate `P` wanted at capacity")
+	fs.Uint64VarP(&s.opts.Counters, "counters", "m", 0, "number of slots `M`, instead of deriving it from --capacity")
+	fs.IntVarP(&s.opts.Hashes, "hashes", "k", 0, "slots per item `K`, instead of deriving it")
+	fs.IntVar(&s.opts.Partitions, "partitions", 0, "Redis keys `P` to split the slots over (default: enough for 64 MiB each)")
+	fs.BoolVar(&s.classic, "classic", false, "a classic filter: one bit per slot, a quarter of the memory, no remove")
+	fs.DurationVar(&s.opts.TTL, "ttl", 0, "expire the filter `D` after it is created (e.g. 24h; default never)")
+	return s
+}
+
+// given reports whether the flags describe a filter, as opposed to naming
+// one that exists. It fails when they only half describe one.
+func (s *sizing) given() (bool, error) {
+	m, k := s.fs.Changed("counters"), s.fs.Changed("hashes")
+	sized := s.fs.Changed("capacity") || m || k
+	if m != k && !s.fs.Changed("capacity") {
+		return false, errors.New("-m and -k go together, unless --capacity is given to derive the other")
+	}
+	if !sized {
+		for _, name := range []string{"error-rate", "partitions", "classic", "ttl"} {
+			if s.fs.Changed(name) {
+				return false, fmt.Errorf("--%s needs --capacity N, or -m M and -k K", name)
+			}
+		}
+	}
+	return sized, nil
+}
+
+// filter returns the filter that the flags describe.
+func (s *sizing) filter(c *cli, name string) (rbloom.Filter, error) {
+	o := s.opts
+	if !s.fs.Changed("error-rate") && (o.Counters != 0 || o.Hashes != 0) {
+		// With m or k given, the library records the rate they give at
+		// capacity rather than a target nobody asked for.
+		o.ErrorRate = 0
+	}
+	if s.classic {
+		return rbloom.NewClassic(c.rdb, name, o)
+	}
+	return rbloom.NewCounting(c.rdb, name, o)
+}
+
+// open returns the filter called name as stored in Redis.
+func (c *cli) open(ctx context.Context, name string) (rbloom.Filter, error) {
+	f, err := rbloom.Open(ctx, c.rdb, name)
+	if errors.Is(err, rbloom.ErrNotFound) {
+		return nil, fmt.Errorf("no filter named %q (create it with: rbloom create %s --capacity N)", name, name)
+	}
+	return f, err
+}
+
+// openCounting is open for the commands that only a counting filter can do.
+func (c *cli) openCounting(ctx context.Context, name, what string) (*rbloom.Counting, error) {
+	f, err := c.open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	cf, ok := f.(*rbloom.Counting)
+	if !ok {
+		return nil, fmt.Errorf("%s is a classic filter, which cannot %s: only counting filters can", name, what)
+	}
+	return cf, nil
+}
+
+// openForWrite is open for add and load: with sizing flags it returns the
+// filter they describe, which the first write creates if it is missing and
+// which must match the stored one if not.
+func (c *cli) openForWrite(ctx context.Context, name string, s *sizing) (rbloom.Filter, error) {
+	sized, err := s.given()
+	if err != nil {
+		return nil, err
+	}
+	if sized {
+		f, err := s.filter(c, name)
+		return sizedFilter{f}, err
+	}
+	f, err := rbloom.Open(ctx, c.rdb, name)
+	if errors.Is(err, rbloom.ErrNotFound) {
+		return nil, fmt.Errorf("no filter named %q: create it with 'rbloom create %s --capacity N', or give --capacity N here", name, name)
+	}
+	return f, err
+}
+
+// sizedFilter is a filter made from the sizing flags. Its writes fail
+// with a hint when the stored filter has other parameters.
+type sizedFilter struct{ rbloom.Filter }
+
+func (f sizedFilter) AddMany(ctx context.Context, items []string) ([]bool, error) {
+	res, err := f.Filter.AddMany(ctx, items)
+	if errors.Is(err, rbloom.ErrParamsMismatch) {
+		err = fmt.Errorf("%w; leave out the sizing flags to use the stored filter", err)
+	}
+	return res, err
+}
+
+func setupCreate(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error {
+	s := addSizingFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		name := args[0]
+		sized, err := s.given()
+		if err != nil {
+			return err
+		}
+		if !sized {
+			return errors.New("give --capacity N (and --error-rate P), or -m M and -k K")
+		}
+		f, err := s.filter(c, name)
+		if err != nil {
+			return err
+		}
+		// Info first, to tell the user whether create made the filter:
+		// Create itself succeeds either way when the parameters match.
+		before, err := f.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if err := f.Create(ctx); err != nil {
+			return err
+		}
+		in, err := f.Info(ctx)
+		if err != nil {
+			return err
+		}
+		said := "created " + name
+		if before.Exists {
+			said = name + " exists already"
+		}
+		fmt.Fprintf(c.out, "%s: %s\n", said, describe(in))
+		return nil
+	}
+}
+
+// describe sums up a filter in one line.
+func describe(in *rbloom.Info) string {
+	s := fmt.Sprintf("%s, m=%d k=%d", in.Mode, in.Counters, in.Hashes)
+	if len(in.Partitions) > 1 {
+		s += fmt.Sprintf(" in %d partitions", len(in.Partitions))
+	}
+	if in.Capacity > 0 {
+		s += fmt.Sprintf(", for %d items at error rate %s", in.Capacity, percent(in.ErrorRate))
+	}
+	s += ", " + bytesIEC(in.Bytes) + " in Redis"
+	if in.TTL > 0 {
+		s += ", expires in " + in.TTL.Round(time.Second).String()
+	}
+	return s
+}
+
+// percent formats a rate such as 0.01 as "1%", with 3 significant digits.
+func percent(p float64) string {
+	return strconv.FormatFloat(100*p, 'g', 3, 64) + "%"
+}
+
+// bytesIEC formats n bytes for people: "512 B", "4.6 MiB".
+func bytesIEC(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, unit := float64(n)/1024, "KiB"
+	for _, u := range []string{"MiB", "GiB", "TiB"} {
+		if v < 1024 {
+			break
+		}
+		v, unit = v/1024, u
+	}
+	return fmt.Sprintf("%.1f %s", v, unit)
+}
+
+func setupInfo(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error {
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		f, err := c.open(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		in, err := f.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if !in.Exists { // dropped since open
+			return fmt.Errorf("no filter named %q", args[0])
+		}
+		if *asJSON {
+			return printInfoJSON(c, in)
+		}
+		printInfo(c, in)
+		return nil
+	}
+}
+
+func printInfo(c *cli, in *rbloom.Info) {
+	ttl := "never"
+	if in.TTL > 0 {
+		ttl = "in " + in.TTL.Round(time.Second).String()
+	}
+	capacity := "unknown (sized by m and k)"
+	if in.Capacity > 0 {
+		capacity = fmt.Sprintf("%d items at error rate %s", in.Capacity, percent(in.ErrorRate))
+	}
+	for _, row := range [][2]string{
+		{"name", in.Name},
+		{"partitions", partitions(in)},
+		{"mode", in.Mode.String()},
+		{"slots (m)", strconv.FormatUint(in.Counters, 10)},
+		{"hashes (k)", strconv.Itoa(in.Hashes)},
+		{"sized for", capacity},
+		{"items", fmt.Sprintf("%d (added minus removed, approximate)", in.Items)},
+		{"memory", fmt.Sprintf("%d bytes (%s)", in.Bytes, bytesIEC(in.Bytes))},
+		{"expires", ttl},
+		{"error rate now", percent(in.FalsePositiveRate) + " expected at this fill"},
+	} {
+		fmt.Fprintf(c.out, "%-15s %s\n", row[0]+":", row[1])
+	}
+}
+
+// partitions sums up the filter's keys: one of them would do to find it
+// in Redis, and info --json lists all.
+func partitions(in *rbloom.Info) string {
+	switch len(in.Partitions) {
+	case 0:
+		return "0"
+	case 1:
+		return "1, key " + in.Partitions[0].Key
+	}
+	return fmt.Sprintf("%d, keys %s and %d more (info --json lists them)", len(in.Partitions), in.Partitions[0].Key, len(in.Partitions)-1)
+}
+
+// infoJSON is the shape of info --json: rbloom.Info with names and units
+// fit for jq.
+type infoJSON struct {
+	Name              string          `json:"name"`
+	Mode              string          `json:"mode"` // "counting" or "classic"
+	Counters          uint64          `json:"counters"`
+	Hashes            int             `json:"hashes"`
+	Capacity          uint64          `json:"capacity"` // 0: unknown
+	ErrorRate         float64         `json:"error_rate"`
+	Items             int64           `json:"items"`
+	Bytes             int64           `json:"bytes"`
+	TTLSeconds        float64         `json:"ttl_seconds"` // 0: never expires
+	FalsePositiveRate float64         `json:"false_positive_rate"`
+	Partitions        []partitionJSON `json:"partitions"`
+}
+
+type partitionJSON struct {
+	Key        string  `json:"key"`
+	Exists     bool    `json:"exists"`
+	Items      int64   `json:"items"`
+	Bytes      int64   `json:"bytes"`
+	TTLSeconds float64 `json:"ttl_seconds"` // 0: never expires
+}
+
+func printInfoJSON(c *cli, in *rbloom.Info) error {
+	out := infoJSON{
+		Name: in.Name, Mode: in.Mode.String(),
+		Counters: in.Counters, Hashes: in.Hashes,
+		Capacity: in.Capacity, ErrorRate: in.ErrorRate,
+		Items: in.Items, Bytes: in.Bytes, TTLSeconds: in.TTL.Seconds(),
+		FalsePositiveRate: in.FalsePositiveRate,
+		Partitions:        []partitionJSON{},
+	}
+	for _, p := range in.Partitions {
+		out.Partitions = append(out.Partitions, partitionJSON{
+			Key: p.Key, Exists: p.Exists, Items: p.Items, Bytes: p.Bytes, TTLSeconds: p.TTL.Seconds(),
+		})
+	}
+	enc := json.NewEncoder(c.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func setupDrop(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		// Open first, so that drop deletes only an rbloom filter and says
+		// so when there is none.
+		f, err := c.open(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if err := f.Drop(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.out, "dropped %s\n", args[0])
+		return nil
+	}
+}
