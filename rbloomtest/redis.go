@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,42 +28,10 @@ const startTimeout = 10 * time.Second
 // If the server does not start, the test fails with the tail of its log.
 func StartRedis(t testing.TB, args ...string) string {
 	t.Helper()
-	bin := lookRedisServer(t)
-	dir := t.TempDir()
-	// The free port is found by listening on :0 and closing, so another
-	// process can take it before redis-server binds: try a few ports.
-	var lastErr error
-	for attempt := 1; attempt <= 5; attempt++ {
-		addr, err := startRedis(t, bin, dir, attempt, args)
-		if err == nil {
-			return addr
-		}
-		lastErr = err
-		if !errors.Is(err, errPortTaken) {
-			break
-		}
-	}
-	t.Fatalf("rbloomtest: StartRedis: %v", lastErr)
-	return ""
+	return StartServer(t, args...).Addr()
 }
 
 var errPortTaken = errors.New("port already in use")
-
-// startRedis makes one attempt. On success it has registered the cleanup
-// that kills the server; on failure the server is already gone.
-func startRedis(t testing.TB, bin, dir string, attempt int, extra []string) (string, error) {
-	port, err := freePort()
-	if err != nil {
-		return "", err
-	}
-	logPath := filepath.Join(dir, fmt.Sprintf("redis-%d.log", attempt))
-	addr, stop, err := launchRedis(bin, dir, port, logPath, extra)
-	if err != nil {
-		return "", err
-	}
-	t.Cleanup(stop)
-	return addr, nil
-}
 
 // lookRedisServer returns the path of redis-server, or skips the test
 // (fails it when $CI is set) if there is none.

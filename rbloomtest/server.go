@@ -1,0 +1,85 @@
+package rbloomtest
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// Server is a redis-server started by StartServer. Unlike StartRedis, it
+// can be killed and started again on the same port and directory, keeping
+// its data files, as after a crash.
+type Server struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	args []string
+
+	mu     sync.Mutex
+	port   int
+	starts int
+	stop   func()
+}
+
+// StartServer starts a redis-server like StartRedis does (same options,
+// same skip rule) and returns it; it is killed when the test ends.
+func StartServer(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: lookRedisServer(t), dir: t.TempDir(), args: args}
+	// The free port is found by listening on :0 and closing, so another
+	// process can take it before redis-server binds: try a few ports.
+	var err error
+	for attempt := 1; attempt <= 5; attempt++ {
+		if s.port, err = freePort(); err == nil {
+			if err = s.start(); err == nil || !errors.Is(err, errPortTaken) {
+				break
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("rbloomtest: StartServer: %v", err)
+	}
+	t.Cleanup(s.kill)
+	return s
+}
+
+// Addr returns the server's "127.0.0.1:port".
+func (s *Server) Addr() string {
+	return fmt.Sprintf("127.0.0.1:%d", s.port)
+}
+
+// Restart kills the server at once (SIGKILL: nothing is flushed that was
+// not already on disk) and starts it again on the same port and directory.
+// Clients reconnect by themselves. It fails the test if the server does not
+// come back.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.kill()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("rbloomtest: Restart: %v", err)
+	}
+}
+
+func (s *Server) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.starts++
+	log := filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.starts))
+	_, stop, err := launchRedis(s.bin, s.dir, s.port, log, s.args)
+	if err != nil {
+		return err
+	}
+	s.stop = stop
+	return nil
+}
+
+func (s *Server) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
+}
