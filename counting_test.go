@@ -213,7 +213,7 @@ func TestRefused(t *testing.T) {
 			{"plain", Options{Capacity: 100}, ErrNotFilter},
 			{"empty", Options{Capacity: 100}, ErrNotFilter},
 			{"hash", Options{Capacity: 100}, ErrNotFilter},
-			{"short", Options{Capacity: 100}, ErrNotFilter},
+			{"short", Options{Capacity: 100}, ErrDamaged},
 			{"future", Options{Capacity: 100}, ErrNotFilter},
 		}
 		for _, tt := range tests {

@@ -20,11 +20,19 @@ var (
 
 	// ErrNotFilter is returned when the filter's key holds something that is
 	// not an rbloom filter of this format version: another type, a string
-	// written by someone else, or a damaged filter. The key is left untouched.
+	// written by someone else, a corrupted header. The key is left untouched.
 	ErrNotFilter = errors.New("rbloom: key does not hold an rbloom filter")
 
 	// ErrNotFound is returned by Open when no filter has that name.
 	ErrNotFound = errors.New("rbloom: filter not found")
+
+	// ErrDamaged is returned when a filter's keys are not as rbloom left
+	// them: a partition missing while others exist (evicted, deleted,
+	// expired alone), or a string of the wrong length. Writes to it are
+	// refused rather than recreate a partition that would then answer
+	// "absent" for items it held; reads answer "may be present" for items
+	// in a missing partition. Drop and rebuild the filter.
+	ErrDamaged = errors.New("rbloom: filter damaged")
 )
 
 // Scripts report their own failures with error replies starting with one of
@@ -34,6 +42,7 @@ var (
 var scriptErrors = map[string]error{
 	"RBLOOM_MISMATCH":  ErrParamsMismatch,
 	"RBLOOM_NOTFILTER": ErrNotFilter,
+	"RBLOOM_DAMAGED":   ErrDamaged,
 	"RBLOOM_ARGS":      errors.New("rbloom: script rejected its arguments"),
 }
 

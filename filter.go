@@ -194,28 +194,88 @@ func (f *filter) write(ctx context.Context, script *redis.Script, items []string
 				return nil
 			})
 		}
-		replies, err := runScripts(ctx, f.rdb, script, calls)
-		if err != nil {
-			return err
-		}
-		created := false
-		for c, r := range replies {
-			if strings.HasPrefix(r, "+") { // the call created its partition
-				r, created = r[1:], true
+		// A call answers '?' when its partition does not exist and it may
+		// not create it; settle decides, and the calls go again.
+		for try := 0; len(calls) > 0; try++ {
+			replies, err := runScripts(ctx, f.rdb, script, calls)
+			if err != nil {
+				return err
 			}
-			if len(r) != len(answers[c]) {
-				return fmt.Errorf("rbloom: script answered for %d items, want %d", len(r), len(answers[c]))
+			var again []scriptCall
+			var againAt [][]int
+			for c, r := range replies {
+				if r == "?" {
+					again, againAt = append(again, calls[c]), append(againAt, answers[c])
+					continue
+				}
+				r = strings.TrimPrefix(r, "+") // the call created its partition
+				if len(r) != len(answers[c]) {
+					return fmt.Errorf("rbloom: script answered for %d items, want %d", len(r), len(answers[c]))
+				}
+				for j, pos := range answers[c] {
+					out[lo+pos] = r[j] == '1'
+				}
 			}
-			for j, pos := range answers[c] {
-				out[lo+pos] = r[j] == '1'
+			if len(again) == 0 {
+				return nil
 			}
-		}
-		if created && len(f.parts) > 1 {
-			return f.createAll(ctx)
+			if try == 2 {
+				return fmt.Errorf("%w: %s: partitions keep vanishing", ErrDamaged, f.name)
+			}
+			exists, err := f.settle(ctx, script == addScript)
+			if err != nil {
+				return err
+			}
+			if !exists { // a remove from a filter that does not exist: all absent
+				return nil
+			}
+			calls, answers = again, againAt
 		}
 		return nil
 	})
 	return out, err
+}
+
+// settle is called when a write found one of the filter's partitions
+// missing. If none exists, the filter is new: when create is set, it creates
+// them all and reports true; otherwise it reports false. If all exist now,
+// another writer has just created them. If only some exist after a moment
+// (long enough for a creation in flight to finish), the filter is damaged:
+// recreating the missing partition empty would make it answer "absent" for
+// items it held.
+func (f *filter) settle(ctx context.Context, create bool) (bool, error) {
+	for try := 0; ; try++ {
+		pipe := f.rdb.Pipeline()
+		cmds := make([]*redis.IntCmd, len(f.parts))
+		for p, part := range f.parts {
+			cmds[p] = pipe.Exists(ctx, part.key)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return false, err
+		}
+		var missing []string
+		for p, cmd := range cmds {
+			if cmd.Val() == 0 {
+				missing = append(missing, f.parts[p].key)
+			}
+		}
+		switch {
+		case len(missing) == 0:
+			return true, nil
+		case len(missing) == len(f.parts) && !create:
+			return false, nil
+		case len(missing) == len(f.parts):
+			return true, f.createAll(ctx)
+		case try == 1:
+			return false, fmt.Errorf("%w: %s: %d of %d partitions are missing (%s)",
+				ErrDamaged, f.name, len(missing), len(f.parts), strings.Join(missing, " "))
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (f *filter) opKey(p int) string {
@@ -236,15 +296,25 @@ func (f *filter) add(ctx context.Context, items []string) ([]bool, error) {
 }
 
 // addArgs returns the arguments of add.lua for the items at positions at,
-// with the operation key kept for keep milliseconds.
+// with the operation key kept for keep milliseconds. A filter of one key
+// may be created by any add; the partitions of a larger one are created
+// together, by createAll, which passes create.
 func (f *filter) addArgs(keep string) func(p part, items []string, at []int) []any {
+	return f.addArgsCreating(keep, len(f.parts) == 1)
+}
+
+func (f *filter) addArgsCreating(keep string, mayCreate bool) func(p part, items []string, at []int) []any {
 	return func(p part, items []string, at []int) []any {
 		op := argIncrby
 		if f.h.mode == ModeClassic {
 			op = argSet
 		}
-		args := make([]any, 0, 3+len(at)*f.h.k*4)
-		args = append(args, p.head, strconv.FormatInt(f.ttl.Milliseconds(), 10), keep)
+		create := "0"
+		if mayCreate {
+			create = "1"
+		}
+		args := make([]any, 0, 4+len(at)*f.h.k*4)
+		args = append(args, p.head, strconv.FormatInt(f.ttl.Milliseconds(), 10), keep, create)
 		return f.slotArgs(args, items, at, op, argOne)
 	}
 }
@@ -286,12 +356,12 @@ func (f *filter) create(ctx context.Context) error {
 }
 
 // createAll adds no items to every partition, which creates the missing
-// ones: when one partition is created, all are, so that they exist (and
-// expire) together and Open finds the one named like the filter.
+// ones, so that the partitions of a filter exist (and expire) together and
+// Open finds the one named like the filter.
 func (f *filter) createAll(ctx context.Context) error {
 	calls := make([]scriptCall, len(f.parts))
 	for p := range f.parts {
-		calls[p] = scriptCall{keys: []string{f.parts[p].key, f.opKey(p)}, args: f.addArgs(opKeepMS)(f.parts[p], nil, nil)}
+		calls[p] = scriptCall{keys: []string{f.parts[p].key, f.opKey(p)}, args: f.addArgsCreating(opKeepMS, true)(f.parts[p], nil, nil)}
 	}
 	_, err := runScripts(ctx, f.rdb, addScript, calls)
 	return err

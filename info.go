@@ -31,6 +31,9 @@ type Info struct {
 	TTL time.Duration
 	// FalsePositiveRate is the rate expected with Items items in the filter.
 	FalsePositiveRate float64
+	// Damaged is true when some partitions exist and others do not: see
+	// ErrDamaged.
+	Damaged bool
 	// Partitions describes each partition, in order.
 	Partitions []PartitionInfo
 }
@@ -95,6 +98,9 @@ func (f *filter) info(ctx context.Context) (*Info, error) {
 			in.Bytes += pi.Bytes
 		}
 		in.Partitions = append(in.Partitions, pi)
+	}
+	for _, pi := range in.Partitions {
+		in.Damaged = in.Damaged || (in.Exists && !pi.Exists)
 	}
 	// The partitions share the items: each holds about Items/P in m slots.
 	perPart := uint64(max(0, in.Items)) / uint64(len(f.parts))

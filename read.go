@@ -32,20 +32,34 @@ func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int
 	err := chunks(len(items), maxRoundTripSlots/f.h.k, func(lo, hi int) error {
 		window := items[lo:hi]
 		groups := f.byPartition(window)
-		var reads []*partRead
-		var err error
-		for range backoff(ctx) { // reads are safe to send again
-			reads, err = f.sendReads(ctx, window, groups)
-			if !unapplied(err) {
-				break
+		reads, root, err := f.sendReads(ctx, window, groups)
+		for wait := (backoff{}); unapplied(err); { // reads are safe to send again
+			if err := wait.next(ctx); err != nil {
+				return err
 			}
+			reads, root, err = f.sendReads(ctx, window, groups)
 		}
 		if err != nil {
 			return err
 		}
+		// The partitions of a filter are created together. One missing
+		// while the filter exists has vanished (evicted, deleted, expired
+		// alone): its items may be present, and 15 says their count is
+		// unknown. A filter whose every partition is missing is empty.
+		exists := root != nil && root.Val() == 1
+		for _, r := range reads {
+			exists = exists || r.exists.Val() == 1
+		}
 		for _, r := range reads {
 			if r.exists.Val() == 0 {
-				continue // not created yet: empty, mins stay 0
+				if exists {
+					for _, group := range r.answers {
+						for _, pos := range group {
+							mins[lo+pos] = 15
+						}
+					}
+				}
+				continue
 			}
 			if err := f.check(r.p, r.head.Val(), r.size.Val()); err != nil {
 				return err
@@ -69,11 +83,16 @@ func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int
 }
 
 // sendReads sends, in one pipeline, the reads of the items of window at
-// the positions of each partition's group.
-func (f *filter) sendReads(ctx context.Context, window []string, groups [][]int) ([]*partRead, error) {
+// the positions of each partition's group, and, for a filter of several
+// partitions, whether the partition named like the filter exists.
+func (f *filter) sendReads(ctx context.Context, window []string, groups [][]int) ([]*partRead, *redis.IntCmd, error) {
 	perCall := maxCallSlots / f.h.k
 	pipe := f.rdb.Pipeline()
 	var reads []*partRead
+	var root *redis.IntCmd
+	if len(f.parts) > 1 {
+		root = pipe.Exists(ctx, keyOf(f.name))
+	}
 	for p, group := range groups {
 		if len(group) == 0 {
 			continue
@@ -92,7 +111,7 @@ func (f *filter) sendReads(ctx context.Context, window []string, groups [][]int)
 		reads = append(reads, r)
 	}
 	_, err := pipe.Exec(ctx)
-	return reads, err
+	return reads, root, err
 }
 
 // check compares a header and length read from partition p with f's own.
@@ -108,7 +127,7 @@ func (f *filter) check(p int, head string, size int64) error {
 			f.h.mode, f.h.m, f.h.k, p, len(f.parts))
 	}
 	if wantSize := f.h.size(); size != wantSize {
-		return fmt.Errorf("%w: %s is damaged: %d bytes long, want %d", ErrNotFilter, want.key, size, wantSize)
+		return fmt.Errorf("%w: %s is %d bytes long, want %d", ErrDamaged, want.key, size, wantSize)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package rbloom
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,24 +26,31 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Sc
 	for i := range pending {
 		pending[i] = i
 	}
-	for wait := range backoff(ctx) {
+	var wait backoff
+	for first := true; len(pending) > 0; first = false {
 		pipe := rdb.Pipeline()
 		for _, i := range pending {
-			if wait == 0 || !redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			if first || !redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 				cmds[i] = script.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
 			} else {
 				cmds[i] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
 			}
 		}
 		_, _ = pipe.Exec(ctx) // errors are read per command below
+		refused := false
 		pending = pending[:0]
 		for i, cmd := range cmds {
-			if err := cmd.Err(); redis.HasErrorPrefix(err, "NOSCRIPT") || unapplied(err) {
-				pending = append(pending, i)
+			switch err := cmd.Err(); {
+			case redis.HasErrorPrefix(err, "NOSCRIPT"):
+				pending = append(pending, i) // again at once, with EVAL
+			case unapplied(err):
+				pending, refused = append(pending, i), true
 			}
 		}
-		if len(pending) == 0 {
-			break
+		if refused {
+			if err := wait.next(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	out := make([]string, len(cmds))
@@ -75,22 +83,27 @@ func unapplied(err error) bool {
 // refusing it, when ctx has no earlier deadline.
 const maxRedirectWait = 30 * time.Second
 
-// backoff yields 0 at once, then the time waited so far before each retry,
-// sleeping 5ms, 10ms, ... up to 500ms between them, until ctx is done or
-// maxRedirectWait has passed.
-func backoff(ctx context.Context) func(yield func(time.Duration) bool) {
-	return func(yield func(time.Duration) bool) {
-		start, pause := time.Now(), 5*time.Millisecond
-		for waited := time.Duration(0); waited < maxRedirectWait; waited = time.Since(start) {
-			if !yield(waited) {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(pause):
-			}
-			pause = min(2*pause, 500*time.Millisecond)
-		}
+// backoff paces retries of calls a cluster refused: 5ms, 10ms, ... up to
+// 500ms apart, for at most maxRedirectWait in all. Its zero value is ready.
+type backoff struct {
+	start time.Time
+	pause time.Duration
+}
+
+// next sleeps before the next retry. It returns ctx's error when ctx is
+// done first, and an error when the retries have taken too long.
+func (b *backoff) next(ctx context.Context) error {
+	if b.start.IsZero() {
+		b.start, b.pause = time.Now(), 5*time.Millisecond
 	}
+	if time.Since(b.start) > maxRedirectWait {
+		return fmt.Errorf("rbloom: the cluster kept refusing the call for %v", maxRedirectWait)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(b.pause):
+	}
+	b.pause = min(2*b.pause, 500*time.Millisecond)
+	return nil
 }

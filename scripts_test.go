@@ -41,19 +41,20 @@ func TestForgedArguments(t *testing.T) {
 		for _, key := range []string{c.f.parts[0].key, keyOf("missing")} {
 			before := dump(t, rdb)
 			for name, slots := range adds {
-				args := append([]any{c.f.parts[0].head, "0", "60000"}, slots...)
+				args := append([]any{c.f.parts[0].head, "0", "60000", "1"}, slots...)
 				err := addScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
 				if err == nil {
 					t.Errorf("add on %s with %s: no error", key, name)
 				}
 			}
 			for name, args := range map[string][]any{
-				"bad TTL":        append([]any{c.f.parts[0].head, "abc", "60000"}, ok...),
-				"negative TTL":   append([]any{c.f.parts[0].head, "-1", "60000"}, ok...),
-				"zero keep":      append([]any{c.f.parts[0].head, "0", "0"}, ok...),
-				"short header":   append([]any{c.f.parts[0].head[:63], "0", "60000"}, ok...),
-				"huge m":         append([]any{huge, "0", "60000"}, ok...),
-				"foreign header": append([]any{strings.Repeat("x", 64), "0", "60000"}, ok...),
+				"bad TTL":        append([]any{c.f.parts[0].head, "abc", "60000", "1"}, ok...),
+				"negative TTL":   append([]any{c.f.parts[0].head, "-1", "60000", "1"}, ok...),
+				"zero keep":      append([]any{c.f.parts[0].head, "0", "0", "1"}, ok...),
+				"bad create":     append([]any{c.f.parts[0].head, "0", "60000", "2"}, ok...),
+				"short header":   append([]any{c.f.parts[0].head[:63], "0", "60000", "1"}, ok...),
+				"huge m":         append([]any{huge, "0", "60000", "1"}, ok...),
+				"foreign header": append([]any{strings.Repeat("x", 64), "0", "60000", "1"}, ok...),
 			} {
 				err := addScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
 				if err == nil {
@@ -95,7 +96,7 @@ func TestRetryAppliesOnce(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "retry", Options{Counters: 64, Hashes: 3})
 		keep := strconv.FormatInt(opKeep.Milliseconds(), 10)
-		add := append([]any{c.f.parts[0].head, "0", keep}, c.f.slotArgs(nil, []string{"a", "b"}, []int{0, 1}, argIncrby, argOne)...)
+		add := append([]any{c.f.parts[0].head, "0", keep, "1"}, c.f.slotArgs(nil, []string{"a", "b"}, []int{0, 1}, argIncrby, argOne)...)
 		remove := append([]any{c.f.parts[0].head, keep}, c.f.slotArgs(nil, []string{"a"}, []int{0}, argIncrby, argMinusOne)...)
 		for _, call := range []struct {
 			script *redis.Script

@@ -6,15 +6,19 @@
 -- KEYS[2]   this call's operation key, in the same hash slot. It records
 --           the answer, so that a retry of the same call (go-redis re-sends
 --           a script whose reply was lost) returns it instead of adding twice.
--- ARGV[1]   the filter's 64-byte header; written if KEYS[1] does not exist
--- ARGV[2]   TTL in ms given to a filter this call creates, 0 for none
+-- ARGV[1]   the partition's 64-byte header; written if KEYS[1] is created
+-- ARGV[2]   TTL in ms given to a partition this call creates, 0 for none
 -- ARGV[3]   how long KEYS[2] is kept, in ms
--- ARGV[4..] k groups per item, one per slot: 'INCRBY' 'u4' <bit offset> '1'
+-- ARGV[4]   '1' if this call may create KEYS[1], '0' if not (the client
+--           creates the partitions of a filter together, so that one that
+--           vanished alone is noticed rather than recreated empty)
+-- ARGV[5..] k groups per item, one per slot: 'INCRBY' 'u4' <bit offset> '1'
 --           (counting) or 'SET' 'u1' <bit offset> '1' (classic); none
---           creates the filter and adds nothing
+--           creates the partition and adds nothing
 -- Returns   one character per item: '1' if all its slots were non-zero
 --           before (it may already have been present), '0' otherwise;
---           preceded by '+' when this call created the filter's key.
+--           preceded by '+' when this call created the partition. '?' when
+--           KEYS[1] does not exist and ARGV[4] is '0': nothing written.
 
 local done = redis.call('GET', KEYS[2])
 if done then return done end
@@ -24,16 +28,18 @@ if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
 local ttl = int(ARGV[2], 0, 2^50)
 local keep = int(ARGV[3], 1, 2^50)
 if not ttl or not keep then return reject('ARGS', 'ARGV[2..3] are not durations in ms') end
+if ARGV[4] ~= '0' and ARGV[4] ~= '1' then return reject('ARGS', 'ARGV[4] is not 0 or 1') end
 local exists, err = open(KEYS[1], f, ARGV[1])
 if err then return err end
 local op, typ, zero = 'INCRBY', 'u4', 1 -- a counter at 0 comes back as 1
 if f.mode == 'b' then op, typ, zero = 'SET', 'u1', 0 end -- SET returns the old bit
 local n
-n, err = slots(f, 4, op, typ, '1')
+n, err = slots(f, 5, op, typ, '1')
 if not n then return err end
+if not exists and ARGV[4] == '0' then return '?' end
 
 -- The first reply is the item count kept in the header.
-local r = redis.call('BITFIELD', KEYS[1], 'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n, unpack(ARGV, 4))
+local r = redis.call('BITFIELD', KEYS[1], 'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n, unpack(ARGV, 5))
 if not exists then
   -- Written after BITFIELD, which is the only call that can still fail.
   -- Bytes 25-32 hold the item count BITFIELD has just set.

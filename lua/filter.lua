@@ -70,7 +70,7 @@ local function open(key, f, header)
       ' k=' .. have.k .. ', caller wants ' .. f.mode .. ' m=' .. f.m .. ' k=' .. f.k)
   end
   if redis.call('STRLEN', key) ~= f.size then
-    return nil, reject('NOTFILTER', key .. ' is damaged: its length is not ' .. f.size)
+    return nil, reject('DAMAGED', key .. ': its length is not ' .. f.size)
   end
   return true
 end

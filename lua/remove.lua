@@ -4,13 +4,14 @@
 -- count is unknown, and it stays at 15 for good. Items are removed in order,
 -- each seeing the counters as the ones before it left them.
 --
--- KEYS[1]   the filter's key; a missing key is an empty filter (not created)
+-- KEYS[1]   the partition's key
 -- KEYS[2]   this call's operation key, as in add.lua
 -- ARGV[1]   the filter's 64-byte header (only compared, never written)
 -- ARGV[2]   how long KEYS[2] is kept, in ms
 -- ARGV[3..] k groups per item, one per counter: 'INCRBY' 'u4' <bit offset> '-1'
 -- Returns   one character per item: '1' removed, '0' definitely absent
---           (nothing changed).
+--           (nothing changed); '?' when KEYS[1] does not exist (nothing
+--           written: the client tells a new filter from a damaged one).
 
 local done = redis.call('GET', KEYS[2])
 if done then return done end
@@ -25,7 +26,7 @@ if err then return err end
 local n
 n, err = slots(f, 3, 'INCRBY', 'u4', '-1')
 if not n then return err end
-if not exists then return string.rep('0', n) end
+if not exists then return '?' end
 local key, k, slotCount = KEYS[1], f.k, n * f.k
 
 -- Fast path, for the common case where every item is present and no counter
