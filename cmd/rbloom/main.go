@@ -21,6 +21,7 @@
 //	unload NAME [FILE]    remove every line of FILE (or stdin) in batches
 //
 //	demo [-n N] [-p P]    fill, delete and measure a counting and a classic filter
+//	bench [-quick] ...    measure throughput against plain BITFIELD (BENCHMARKS.md)
 //	help [COMMAND]        this text, or a command's flags
 //
 // Items are the arguments after NAME or, when there are none, the lines of
@@ -85,6 +86,7 @@ Bulk, one item per line of FILE or stdin; a progress bar on a terminal:
   unload NAME [FILE]    remove them all; counting only
 
   demo [-n N] [-p P]    fill, delete and measure a counting and a classic filter
+  bench [-quick] ...    measure throughput against plain BITFIELD (BENCHMARKS.md)
   help [COMMAND]        this text, or a command's flags
 
 add and load create a missing filter when given create's sizing flags
@@ -181,10 +183,8 @@ type command struct {
 	setup    func(c *cli, fs *pflag.FlagSet) func(ctx context.Context, args []string) error
 }
 
-// commands are the subcommands, in the order of the usage text. demo is not
-// among them: it parses its own flags (see cli.main).
-//
-// bench and rebuild will join this table when they exist.
+// commands are the subcommands, in the order of the usage text. demo and
+// bench are not among them: they parse their own flags (see cli.main).
 var commands = []command{
 	{"create", "NAME", 1, 1, setupCreate},
 	{"info", "NAME", 1, 1, setupInfo},
@@ -241,6 +241,9 @@ func (c *cli) main(ctx context.Context, args []string) error {
 		return errors.New("no command given (run 'rbloom help' for the list)")
 	}
 	name, rest := rest[0], rest[1:]
+	if name == "bench" {
+		return c.runBench(ctx, rest)
+	}
 	if name == "demo" {
 		// demo parses its own flags, as it always has; global flags go
 		// before it.
@@ -285,6 +288,10 @@ func (c *cli) printHelp(args []string) error {
 		return err
 	}
 	name := args[0]
+	if name == "bench" {
+		benchHelp(c.out)
+		return nil
+	}
 	if name == "demo" {
 		fmt.Fprint(c.out, "usage: rbloom [-u URL] [--cluster] demo [-n items] [-p error-rate]\n\n"+
 			"Fills a counting and a classic filter with n items (default 100000) sized\n"+

@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"context"
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The baselines are the ways of adding an item that rbloom replaced: the
+// seed's SETBIT per slot, and naive Lua scripts that build BITFIELD
+// arguments in Lua. They are measured so that the table shows what the
+// library's design buys; nothing outside this package uses them.
+
+var (
+	//go:embed lua/naive_add.lua
+	naiveAddLua    string
+	naiveAddScript = redis.NewScript(naiveAddLua)
+
+	//go:embed lua/naive_add_batch.lua
+	naiveBatchLua    string
+	naiveBatchScript = redis.NewScript(naiveBatchLua)
+)
+
+// seedSetbit adds each item as the seed did: k SETBIT commands, each its
+// own round trip. p is a classic (1-bit) layout.
+func seedSetbit(ctx context.Context, rdb *redis.Client, p plain, items []string) error {
+	var buf [64]uint64
+	for _, item := range items {
+		for _, off := range p.offsets(buf[:0], item) {
+			if err := rdb.SetBit(ctx, p.key, int64(off), 1).Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// seedPipelined adds each item with its k SETBIT commands in one pipeline:
+// one round trip per item.
+func seedPipelined(ctx context.Context, rdb *redis.Client, p plain, items []string) error {
+	var buf [64]uint64
+	for _, item := range items {
+		pipe := rdb.Pipeline()
+		for _, off := range p.offsets(buf[:0], item) {
+			pipe.SetBit(ctx, p.key, int64(off), 1)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// slotArgs returns the k slot indices of item as script arguments.
+func slotArgs(args []any, p plain, item string) []any {
+	var buf [64]uint64
+	for _, slot := range locate(buf[:0], item, p.k, p.m) {
+		args = append(args, slot)
+	}
+	return args
+}
+
+// naiveAdd runs naive_add.lua once per item: one EVALSHA round trip each.
+func naiveAdd(ctx context.Context, rdb *redis.Client, p plain, items []string) error {
+	keys := []string{p.key}
+	for _, item := range items {
+		if err := naiveAddScript.Run(ctx, rdb, keys, slotArgs(make([]any, 0, p.k), p, item)...).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// naiveBatch runs naive_add_batch.lua once per batch items, one round trip
+// per call.
+func naiveBatch(ctx context.Context, rdb *redis.Client, p plain, items []string, batch int) error {
+	keys := []string{p.key}
+	return chunks(items, batch, func(part []string) error {
+		args := make([]any, 0, 1+len(part)*p.k)
+		args = append(args, p.k)
+		for _, item := range part {
+			args = slotArgs(args, p, item)
+		}
+		return naiveBatchScript.Run(ctx, rdb, keys, args...).Err()
+	})
+}

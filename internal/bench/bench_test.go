@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rbloom/rbloom"
+	"github.com/rbloom/rbloom/rbloomtest"
+)
+
+// wantRows are the table's rows, by number and the start of their name.
+var wantRows = []struct{ id, name string }{
+	{"1", "seed: k SETBIT, 1 round trip each"},
+	{"2", "seed: k SETBIT pipelined"},
+	{"3", "baseline Lua: 1 EVALSHA per item"},
+	{"4", "baseline Lua: 1 EVALSHA per 200 items"},
+	{"5", "limit: BITFIELD INCRBY u4"},
+	{"6", "limit: BITFIELD_RO GET u4"},
+	{"7a", "limit: BITFIELD SET u1"},
+	{"7b", "limit: BITFIELD_RO GET u1"},
+	{"8a", "Counting.AddMany"},
+	{"8b", "Counting.TestMany"},
+	{"8c", "Counting.RemoveMany"},
+	{"8d", "Classic.AddMany"},
+	{"8e", "Classic.TestMany"},
+	{"9a", "plain BITFIELD INCRBY u4, 1 item per round trip"},
+	{"9b", "plain BITFIELD_RO GET u4, 1 item per round trip"},
+	{"9c", "Counting.Add"},
+	{"9d", "Counting.Test"},
+	{"9e", "Counting.Remove"},
+	{"10", "Counting.Add, 8 goroutines"},
+}
+
+// TestRunQuick runs the whole benchmark in quick mode against a real Redis
+// and checks that the report has every part, with sane figures. It never
+// checks a time: only that times were measured, and counts that do not
+// depend on the machine, such as round trips per item.
+func TestRunQuick(t *testing.T) {
+	addr := rbloomtest.StartRedis(t)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	before, err := rdb.ConfigGet(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	chart := filepath.Join(t.TempDir(), "docs", "throughput.png")
+	var out bytes.Buffer
+	const rounds = 2 // more than quick's 1, to take turns
+	if err := Run(ctx, Config{Addr: addr, Quick: true, Rounds: rounds, Chart: chart}, &out); err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	report := out.String()
+	t.Log("\n" + report)
+
+	table := tableRows(report, "| #", 1)
+	// Round trips per item: k SETBIT, or one per item, or one per batch
+	// of each round (quick: n = 5,000 and p = 1%, so k = 7; batch 1,000).
+	perBatch := func(batch int) func(items float64) float64 {
+		return func(items float64) float64 { return math.Ceil(items/rounds/float64(batch)) * rounds / items }
+	}
+	perItem := func(float64) float64 { return 1 }
+	wantTrips := map[string]func(items float64) float64{
+		"1": func(float64) float64 { return 7 }, "2": perItem, "3": perItem, "4": perBatch(200),
+		"5": perBatch(1000), "6": perBatch(1000), "7a": perBatch(1000), "7b": perBatch(1000),
+		"8a": perBatch(1000), "8b": perBatch(1000), "8c": perBatch(1000), "8d": perBatch(1000), "8e": perBatch(1000),
+		"9a": perItem, "9b": perItem, "9c": perItem, "9d": perItem, "9e": perItem, "10": perItem,
+	}
+	for _, want := range wantRows {
+		cells, ok := table[want.id]
+		if !ok {
+			t.Errorf("no row %s (%s) in the table", want.id, want.name)
+			continue
+		}
+		if !strings.HasPrefix(cells["row"], want.name) {
+			t.Errorf("row %s is %q, want it to start with %q", want.id, cells["row"], want.name)
+		}
+		if number(t, cells["spread"]) < 0 {
+			t.Errorf("row %s: spread %s, want a percentage", want.id, cells["spread"])
+		}
+		for _, col := range []string{"items", "items/s", "round trips/item", "server µs/item"} {
+			if v := number(t, cells[col]); v <= 0 {
+				t.Errorf("row %s: %s = %s, want > 0", want.id, col, cells[col])
+			}
+		}
+		if trips := strconv.FormatFloat(wantTrips[want.id](number(t, cells["items"])), 'f', 4, 64); cells["round trips/item"] != trips {
+			t.Errorf("row %s: round trips/item = %s, want %s", want.id, cells["round trips/item"], trips)
+		}
+		limit := strings.HasPrefix(want.name, "limit") || strings.HasPrefix(want.name, "plain")
+		if (cells["ratio"] == "") != limit || (cells["vs row"] == "") != limit {
+			t.Errorf("row %s: vs row %q, ratio %q, want both unless it is a limit", want.id, cells["vs row"], cells["ratio"])
+		}
+		if cells["ratio"] != "" && number(t, cells["ratio"]) <= 0 {
+			t.Errorf("row %s: ratio %s, want > 0", want.id, cells["ratio"])
+		}
+	}
+
+	for _, part := range []string{
+		"11. Counting.AddMany vs the seed's k SETBIT round trips (row 8a / row 1): ",
+		"10. Counting.Add from 8 goroutines vs 1 (row 10 / row 9c): ",
+		"12. Latency of single calls",
+		"13. Memory of the counting filter rbloom:{rbloom-bench-counting}: ",
+		"14. Server time of the library's calls",
+		"Slowest call the library sent: ",
+		"15. Throughput by batch size",
+		"How to read it.",
+	} {
+		if !strings.Contains(report, part) {
+			t.Errorf("the report has no %q", part)
+		}
+	}
+
+	lat := tableRows(report, "| call", 1)
+	for _, name := range []string{"Counting.Add", "Counting.Test", "Counting.Remove", "plain BITFIELD INCRBY u4", "plain BITFIELD_RO GET u4"} {
+		cells, ok := lat[name]
+		if !ok {
+			t.Errorf("no latency of %s", name)
+			continue
+		}
+		if calls, p50, p99, max := number(t, cells["calls"]), number(t, cells["p50"]), number(t, cells["p99"]), number(t, cells["max"]); calls != 400 || p50 <= 0 || p99 < p50 || max < p99 {
+			t.Errorf("latency of %s: calls %v, p50 %v, p99 %v, max %v: want 400 calls and 0 < p50 <= p99 <= max", name, calls, p50, p99, max)
+		}
+	}
+
+	// ceil(m/2) + 64 with m = OptimalCounters(5000, 0.01), and the key
+	// must be exactly that long.
+	m := rbloom.OptimalCounters(5000, 0.01)
+	if want := "STRLEN " + count(int((m+1)/2+64)) + " bytes"; !strings.Contains(report, want) {
+		t.Errorf("the memory line does not say %q, which is ceil(m/2)+64", want)
+	}
+
+	server := tableRows(report, "| row", 2)
+	for row, cmd := range map[string]string{
+		"8a Counting.AddMany, 1,000 per call":  "EVALSHA",
+		"8b Counting.TestMany, 1,000 per call": "BITFIELD_RO",
+		"9c Counting.Add":                      "EVALSHA",
+	} {
+		if cells, ok := server[row+" "+cmd]; !ok || number(t, cells["calls"]) <= 0 || number(t, cells["µs/call"]) <= 0 {
+			t.Errorf("server time of %s, %s: %q, want calls and µs/call", row, cmd, cells)
+		}
+	}
+
+	points := tableRows(report, "| batch", 1)
+	for _, b := range []string{"1", "10", "100"} {
+		cells, ok := points[b]
+		if !ok {
+			t.Errorf("no point of batch %s in the chart's table", b)
+			continue
+		}
+		for col, c := range cells {
+			if number(t, c) <= 0 {
+				t.Errorf("chart, batch %s: %s = %q, want a positive figure", b, col, c)
+			}
+		}
+	}
+	f, err := os.Open(chart)
+	if err != nil {
+		t.Fatalf("chart: %v", err)
+	}
+	defer f.Close()
+	if img, err := png.Decode(f); err != nil || img.Bounds().Dx() < 600 {
+		t.Errorf("chart %s: not a PNG of some size (%v)", chart, err)
+	}
+
+	// Everything written is deleted, and the settings are back.
+	if keys, err := rdb.Keys(ctx, "*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("keys left behind: %v (%v)", keys, err)
+	}
+	after, err := rdb.ConfigGet(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"slowlog-log-slower-than", "slowlog-max-len", "latency-tracking-info-percentiles"} {
+		if after[name] != before[name] {
+			t.Errorf("%s is %q after Run, want %q as before", name, after[name], before[name])
+		}
+	}
+}
+
+// tableRows returns the rows of the markdown table whose header line starts
+// with head, each as its cells by column name, by their first keyCells
+// cells joined with spaces.
+func tableRows(report, head string, keyCells int) map[string]map[string]string {
+	rows := make(map[string]map[string]string)
+	split := func(line string) []string {
+		var cells []string
+		for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
+			cells = append(cells, strings.TrimSpace(c))
+		}
+		return cells
+	}
+	lines := strings.Split(report, "\n")
+	for i, line := range lines {
+		if !strings.HasPrefix(line, head+" ") {
+			continue
+		}
+		names := split(line)
+		for _, line := range lines[i+2:] {
+			if !strings.HasPrefix(line, "|") {
+				break
+			}
+			cells := split(line)
+			row := make(map[string]string)
+			for j, c := range cells {
+				row[names[j]] = c
+			}
+			rows[strings.Join(cells[:keyCells], " ")] = row
+		}
+		break
+	}
+	return rows
+}
+
+// number parses a figure of the report: 1,234.5 or 0.45x.
+func number(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(strings.TrimRight(strings.ReplaceAll(s, ",", ""), "x%"), 64)
+	if err != nil {
+		t.Errorf("%q is not a number", s)
+	}
+	return v
+}
+
+// TestRunFull is the real run, for BENCHMARKS.md: it runs only when
+// RBLOOM_BENCH_CHART names the chart to write, against the Redis at
+// RBLOOM_BENCH_ADDR or else one of its own, and prints the report:
+//
+//	RBLOOM_BENCH_CHART=docs/throughput.png go test -run TestRunFull -v -timeout 30m ./internal/bench
+func TestRunFull(t *testing.T) {
+	chart := os.Getenv("RBLOOM_BENCH_CHART")
+	if chart == "" {
+		t.Skip("set RBLOOM_BENCH_CHART to the chart's path to run the full benchmark")
+	}
+	ctx := context.Background()
+	addr := os.Getenv("RBLOOM_BENCH_ADDR")
+	if addr == "" {
+		s, err := StartServer(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		addr = s.Addr
+	}
+	if err := Run(ctx, Config{Addr: addr, Chart: chart, Progress: os.Stderr}, os.Stdout); err != nil {
+		t.Fatal(err)
+	}
+}
