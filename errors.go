@@ -33,6 +33,12 @@ var (
 	// "absent" for items it held; reads answer "may be present" for items
 	// in a missing partition. Drop and rebuild the filter.
 	ErrDamaged = errors.New("rbloom: filter damaged")
+
+	// ErrNotReplicated is returned by a write, with Options.WaitReplicas
+	// set, when fewer replicas than asked acknowledged it in time. The
+	// write was applied on the master; a failover before the replicas catch
+	// up could lose it.
+	ErrNotReplicated = errors.New("rbloom: write not acknowledged by enough replicas")
 )
 
 // Scripts report their own failures with error replies starting with one of

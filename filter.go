@@ -1,6 +1,7 @@
 package rbloom
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -58,6 +59,7 @@ type filter struct {
 	parts      []part
 	ttl        time.Duration
 	onceWindow time.Duration // how long AddOnce and RemoveOnce remember an id
+	repl       replication   // replicas every write waits for
 }
 
 // part is one partition: its key and the header the scripts expect there.
@@ -80,6 +82,12 @@ func newFilter(rdb redis.UniversalClient, name string, mode Mode, o Options) (*f
 	f := withHeader(rdb, name, h, o.TTL)
 	if o.OnceWindow > 0 {
 		f.onceWindow = o.OnceWindow
+	}
+	if o.WaitReplicas > 0 {
+		if _, cluster := rdb.(*redis.ClusterClient); cluster {
+			return nil, fmt.Errorf("%w: WaitReplicas with a *redis.ClusterClient: its pipelines send WAIT to any node", ErrInvalidOptions)
+		}
+		f.repl = replication{replicas: o.WaitReplicas, timeout: cmp.Or(o.WaitTimeout, time.Second)}
 	}
 	return f, nil
 }
@@ -197,7 +205,7 @@ func (f *filter) write(ctx context.Context, script *redis.Script, items []string
 		// A call answers '?' when its partition does not exist and it may
 		// not create it; settle decides, and the calls go again.
 		for try := 0; len(calls) > 0; try++ {
-			replies, err := runScripts(ctx, f.rdb, script, calls)
+			replies, err := runScripts(ctx, f.rdb, script, calls, f.repl)
 			if err != nil {
 				return err
 			}
@@ -363,7 +371,7 @@ func (f *filter) createAll(ctx context.Context) error {
 	for p := range f.parts {
 		calls[p] = scriptCall{keys: []string{f.parts[p].key, f.opKey(p)}, args: f.addArgsCreating(opKeepMS, true)(f.parts[p], nil, nil)}
 	}
-	_, err := runScripts(ctx, f.rdb, addScript, calls)
+	_, err := runScripts(ctx, f.rdb, addScript, calls, f.repl)
 	return err
 }
 

@@ -3,6 +3,7 @@ package rbloom
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -62,7 +63,13 @@ func (f *filter) info(ctx context.Context) (*Info, error) {
 			exists: pipe.Exists(ctx, part.key), ttl: pipe.PTTL(ctx, part.key), mem: pipe.MemoryUsage(ctx, part.key),
 		}
 	}
-	_, _ = pipe.Exec(ctx) // MEMORY USAGE may fail alone; the rest is checked below
+	// MEMORY USAGE may fail alone (nil for a missing key, or a server
+	// without it); any other failure
+	// is an error, including one that failed the whole pipeline (a wrong
+	// password) and left the commands with no reply.
+	if _, err := pipe.Exec(ctx); err != nil && !slices.ContainsFunc(all, func(c cmds) bool { return c.mem.Err() == err }) {
+		return nil, readError("info", err)
+	}
 	in := &Info{
 		Name: f.name, Mode: f.h.mode, Counters: f.h.m * uint64(len(f.parts)), Hashes: f.h.k,
 		Capacity: f.h.capacity, ErrorRate: f.h.errorRate,

@@ -52,6 +52,16 @@ type Options struct {
 	// DefaultOnceWindow (1 hour).
 	OnceWindow time.Duration
 
+	// WaitReplicas, when positive, makes every write wait until that many
+	// replicas have it (Redis WAIT), or fail with ErrNotReplicated after
+	// WaitTimeout. Redis replicates asynchronously: without it, a failover
+	// can lose writes the master had acknowledged. Not with a
+	// *redis.ClusterClient, whose pipelines would send WAIT to any node.
+	WaitReplicas int
+
+	// WaitTimeout bounds the wait of WaitReplicas. Default 1 second.
+	WaitTimeout time.Duration
+
 	// TTL, when positive, is the time to live given to the filter's key when
 	// its first write creates it; later writes do not extend it. Redis keeps
 	// TTLs in milliseconds. Default 0: no expiry.
@@ -74,6 +84,8 @@ func (o Options) resolve(mode Mode) (header, error) {
 		return bad("Partitions = %d, want 1 to %d", o.Partitions, MaxPartitions)
 	case o.TTL < 0 || (o.TTL > 0 && o.TTL < time.Millisecond):
 		return bad("TTL = %v, want 0 (no expiry) or at least 1ms", o.TTL)
+	case o.WaitReplicas < 0 || o.WaitTimeout < 0:
+		return bad("WaitReplicas = %d, WaitTimeout = %v: want 0 or more", o.WaitReplicas, o.WaitTimeout)
 	case o.OnceWindow < 0 || (o.OnceWindow > 0 && o.OnceWindow < time.Millisecond):
 		return bad("OnceWindow = %v, want 0 (the default) or at least 1ms", o.OnceWindow)
 	case o.Capacity == 0 && o.Counters == 0:

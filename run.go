@@ -20,7 +20,7 @@ type scriptCall struct {
 // after a restart, a failover or SCRIPT FLUSH; such a call did nothing) are
 // sent again with EVAL, which also loads the script. Calls a cluster refused
 // while it moves their slot are sent again too (see unapplied).
-func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, calls []scriptCall) ([]string, error) {
+func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, calls []scriptCall, repl replication) ([]string, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pending := make([]int, len(calls)) // the calls still to send
 	for i := range pending {
@@ -36,7 +36,16 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Sc
 				cmds[i] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
 			}
 		}
-		_, _ = pipe.Exec(ctx) // errors are read per command below
+		waited := repl.queue(ctx, pipe)
+		// Errors are read per command below, but a pipeline that failed to
+		// set up its connection (a wrong password, say) reports it only
+		// here, leaving the commands with no reply and no error.
+		if _, err := pipe.Exec(ctx); err != nil && cmds[pending[0]].Err() == nil && cmds[pending[0]].Val() == nil {
+			return nil, err
+		}
+		if err := repl.check(waited); err != nil {
+			return nil, err
+		}
 		refused := false
 		pending = pending[:0]
 		for i, cmd := range cmds {
@@ -62,6 +71,38 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Sc
 		out[i] = s
 	}
 	return out, nil
+}
+
+// replication asks, when replicas is positive, that the writes of a
+// pipeline reach that many replicas within timeout before it returns.
+// WAIT counts the writes of its own connection only, so it must end the
+// same pipeline.
+type replication struct {
+	replicas int
+	timeout  time.Duration
+}
+
+func (r replication) queue(ctx context.Context, pipe redis.Pipeliner) *redis.IntCmd {
+	if r.replicas <= 0 {
+		return nil
+	}
+	cmd := redis.NewIntCmd(ctx, "WAIT", r.replicas, r.timeout.Milliseconds())
+	_ = pipe.Process(ctx, cmd)
+	return cmd
+}
+
+func (r replication) check(cmd *redis.IntCmd) error {
+	if cmd == nil {
+		return nil
+	}
+	n, err := cmd.Result()
+	if err != nil {
+		return fmt.Errorf("rbloom: WAIT: %w", err)
+	}
+	if n < int64(r.replicas) {
+		return fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, n, r.replicas, r.timeout)
+	}
+	return nil
 }
 
 // unapplied reports whether err is a cluster's refusal to run a command

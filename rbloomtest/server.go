@@ -62,6 +62,11 @@ func (s *Server) Restart() {
 	}
 }
 
+// Stop kills the server. Restart starts it again.
+func (s *Server) Stop() {
+	s.kill()
+}
+
 func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
