@@ -195,7 +195,7 @@ func (f *filter) write(ctx context.Context, script *redis.Script, items []string
 		for p, group := range f.byPartition(window) {
 			_ = chunks(len(group), perCall, func(a, b int) error {
 				calls = append(calls, scriptCall{
-					keys: []string{f.parts[p].key, opKey(p)},
+					keys: []string{f.parts[p].key, opKey(p), copyKey(f.parts[p].key)},
 					args: args(f.parts[p], window, group[a:b]),
 				})
 				answers = append(answers, group[a:b])
@@ -369,7 +369,10 @@ func (f *filter) create(ctx context.Context) error {
 func (f *filter) createAll(ctx context.Context) error {
 	calls := make([]scriptCall, len(f.parts))
 	for p := range f.parts {
-		calls[p] = scriptCall{keys: []string{f.parts[p].key, f.opKey(p)}, args: f.addArgsCreating(opKeepMS, true)(f.parts[p], nil, nil)}
+		calls[p] = scriptCall{
+			keys: []string{f.parts[p].key, f.opKey(p), copyKey(f.parts[p].key)},
+			args: f.addArgsCreating(opKeepMS, true)(f.parts[p], nil, nil),
+		}
 	}
 	_, err := runScripts(ctx, f.rdb, addScript, calls, f.repl)
 	return err

@@ -19,4 +19,8 @@ var (
 	//go:embed lua/remove.lua
 	removeLua    string
 	removeScript = redis.NewScript(filterLua + removeLua)
+
+	//go:embed lua/rebuild.lua
+	rebuildLua    string
+	rebuildScript = redis.NewScript(filterLua + rebuildLua)
 )

@@ -6,6 +6,8 @@
 -- KEYS[2]   this call's operation key, in the same hash slot. It records
 --           the answer, so that a retry of the same call (go-redis re-sends
 --           a script whose reply was lost) returns it instead of adding twice.
+-- KEYS[3]   the partition's copy being rebuilt (KEYS[1] .. ':next'); the
+--           items are added to it too while KEYS[1]'s header says so
 -- ARGV[1]   the partition's 64-byte header; written if KEYS[1] is created
 -- ARGV[2]   TTL in ms given to a partition this call creates, 0 for none
 -- ARGV[3]   how long KEYS[2] is kept, in ms
@@ -29,7 +31,10 @@ local ttl = int(ARGV[2], 0, 2^50)
 local keep = int(ARGV[3], 1, 2^50)
 if not ttl or not keep then return reject('ARGS', 'ARGV[2..3] are not durations in ms') end
 if ARGV[4] ~= '0' and ARGV[4] ~= '1' then return reject('ARGS', 'ARGV[4] is not 0 or 1') end
-local exists, err = open(KEYS[1], f, ARGV[1])
+local exists, head, err, copy
+exists, head = open(KEYS[1], f, ARGV[1])
+if exists == nil then return head end
+copy, err = copyOf(head, f, ARGV[1])
 if err then return err end
 local op, typ, zero = 'INCRBY', 'u4', 1 -- a counter at 0 comes back as 1
 if f.mode == 'b' then op, typ, zero = 'SET', 'u1', 0 end -- SET returns the old bit
@@ -40,6 +45,9 @@ if not exists and ARGV[4] == '0' then return '?' end
 
 -- The first reply is the item count kept in the header.
 local r = redis.call('BITFIELD', KEYS[1], 'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n, unpack(ARGV, 5))
+if copy then
+  redis.call('BITFIELD', copy, 'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n, unpack(ARGV, 5))
+end
 if not exists then
   -- Written after BITFIELD, which is the only call that can still fail.
   -- Bytes 25-32 hold the item count BITFIELD has just set.

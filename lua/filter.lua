@@ -50,8 +50,8 @@ local function parse(h)
 end
 
 -- open compares the filter stored at key with f, parsed from the header
--- the caller expects. It returns true if the filter exists, false if the key
--- does not, or nil and an error reply.
+-- the caller expects. It returns true and the stored header if the filter
+-- exists, false if the key does not, or nil and an error reply.
 local function open(key, f, header)
   local head = redis.pcall('GETRANGE', key, 0, HEADER - 1)
   if type(head) == 'table' then
@@ -72,7 +72,19 @@ local function open(key, f, header)
   if redis.call('STRLEN', key) ~= f.size then
     return nil, reject('DAMAGED', key .. ': its length is not ' .. f.size)
   end
-  return true
+  return true, head
+end
+
+-- copyOf returns KEYS[3] when the partition whose header is head is being
+-- rebuilt into it (header byte 49 is 1, set by rebuild.lua) and it holds a
+-- copy of the same identity: every write then goes to both. It returns nil
+-- otherwise, or nil and an error reply.
+local function copyOf(head, f, header)
+  if not head or string.byte(head, 49) ~= 1 then return nil end
+  local exists, res = open(KEYS[3], f, header)
+  if exists == nil then return nil, res end -- res is an error reply
+  if exists then return KEYS[3] end
+  return nil
 end
 
 -- slots checks ARGV[first..] as k groups per item of op, type, offset,

@@ -6,7 +6,9 @@
 --
 -- KEYS[1]   the partition's key
 -- KEYS[2]   this call's operation key, as in add.lua
--- ARGV[1]   the filter's 64-byte header (only compared, never written)
+-- KEYS[3]   the partition's copy being rebuilt, as in add.lua: the items
+--           are removed from it too (where they are present)
+-- ARGV[1]   the partition's 64-byte header (only compared, never written)
 -- ARGV[2]   how long KEYS[2] is kept, in ms
 -- ARGV[3..] k groups per item, one per counter: 'INCRBY' 'u4' <bit offset> '-1'
 -- Returns   one character per item: '1' removed, '0' definitely absent
@@ -21,79 +23,85 @@ if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
 if f.mode ~= 'c' then return reject('ARGS', 'remove needs a counting filter') end
 local keep = int(ARGV[2], 1, 2^50)
 if not keep then return reject('ARGS', 'ARGV[2] is not a duration in ms') end
-local exists, err = open(KEYS[1], f, ARGV[1])
+local exists, head = open(KEYS[1], f, ARGV[1])
+if exists == nil then return head end
+local copy, err = copyOf(head, f, ARGV[1])
 if err then return err end
 local n
 n, err = slots(f, 3, 'INCRBY', 'u4', '-1')
 if not n then return err end
 if not exists then return '?' end
-local key, k, slotCount = KEYS[1], f.k, n * f.k
+local k, slotCount = f.k, n * f.k
 
--- Fast path, for the common case where every item is present and no counter
--- is saturated: decrement everything in one call, as sent. OVERFLOW FAIL
--- leaves a counter at 0 alone and answers nil (false in Lua); an answer of
--- 14 means the counter was 15. Either sends us to the exact path.
-local r = redis.call('BITFIELD', key, 'OVERFLOW', 'FAIL', 'INCRBY', 'i64', 192, -n, unpack(ARGV, 3))
-local exact = false
-for t = 2, slotCount + 1 do
-  local v = r[t]
-  if v == false or v == 14 then exact = true break end
-end
-if not exact then
-  local res = string.rep('1', n)
-  redis.call('SET', KEYS[2], res, 'PX', keep)
-  return res
-end
-
--- Exact path: undo what the fast path applied, read the counters, and
--- remove item by item.
-local undo = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n}
-local get = {}
-for t = 1, slotCount do
-  local o = ARGV[4 * t + 1]
-  if r[t + 1] ~= false then
-    undo[#undo + 1] = 'INCRBY'
-    undo[#undo + 1] = 'u4'
-    undo[#undo + 1] = o
-    undo[#undo + 1] = 1
+-- removeFrom removes the items from the filter at key and returns its
+-- answers and how many it removed.
+local function removeFrom(key)
+  -- Fast path, for the common case where every item is present and no
+  -- counter is saturated: decrement everything in one call, as sent.
+  -- OVERFLOW FAIL leaves a counter at 0 alone and answers nil (false in
+  -- Lua); an answer of 14 means the counter was 15. Either sends us to the
+  -- exact path.
+  local r = redis.call('BITFIELD', key, 'OVERFLOW', 'FAIL', 'INCRBY', 'i64', 192, -n, unpack(ARGV, 3))
+  local exact = false
+  for t = 2, slotCount + 1 do
+    local v = r[t]
+    if v == false or v == 14 then exact = true break end
   end
-  get[#get + 1] = 'GET'
-  get[#get + 1] = 'u4'
-  get[#get + 1] = o
-end
-redis.call('BITFIELD', key, unpack(undo))
-local v = redis.call('BITFIELD_RO', key, unpack(get))
+  if not exact then return string.rep('1', n), n end
 
-local now = {} -- offset -> counter after the removals earlier in this call
-local dec = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, 0}
-local out, removed = {}, 0
-for i = 1, n do
-  local first, last = (i - 1) * k + 1, i * k
-  local present = true
-  for t = first, last do
-    if (now[ARGV[4 * t + 1]] or v[t]) == 0 then present = false break end
+  -- Exact path: undo what the fast path applied, read the counters, and
+  -- remove item by item.
+  local undo = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n}
+  local get = {}
+  for t = 1, slotCount do
+    local o = ARGV[4 * t + 1]
+    if r[t + 1] ~= false then
+      undo[#undo + 1] = 'INCRBY'
+      undo[#undo + 1] = 'u4'
+      undo[#undo + 1] = o
+      undo[#undo + 1] = 1
+    end
+    get[#get + 1] = 'GET'
+    get[#get + 1] = 'u4'
+    get[#get + 1] = o
   end
-  out[i] = present and '1' or '0'
-  if present then
-    removed = removed + 1
+  redis.call('BITFIELD', key, unpack(undo))
+  local v = redis.call('BITFIELD_RO', key, unpack(get))
+
+  local now = {} -- offset -> counter after the removals earlier in this call
+  local dec = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, 0}
+  local out, removed = {}, 0
+  for i = 1, n do
+    local first, last = (i - 1) * k + 1, i * k
+    local present = true
     for t = first, last do
-      local o = ARGV[4 * t + 1]
-      local c = now[o] or v[t]
-      -- c is 0 only when the item hits this counter more than once.
-      if c > 0 and c < 15 then
-        now[o] = c - 1
-        dec[#dec + 1] = 'INCRBY'
-        dec[#dec + 1] = 'u4'
-        dec[#dec + 1] = o
-        dec[#dec + 1] = -1
+      if (now[ARGV[4 * t + 1]] or v[t]) == 0 then present = false break end
+    end
+    out[i] = present and '1' or '0'
+    if present then
+      removed = removed + 1
+      for t = first, last do
+        local o = ARGV[4 * t + 1]
+        local c = now[o] or v[t]
+        -- c is 0 only when the item hits this counter more than once.
+        if c > 0 and c < 15 then
+          now[o] = c - 1
+          dec[#dec + 1] = 'INCRBY'
+          dec[#dec + 1] = 'u4'
+          dec[#dec + 1] = o
+          dec[#dec + 1] = -1
+        end
       end
     end
   end
+  if removed > 0 then
+    dec[6] = -removed
+    redis.call('BITFIELD', key, unpack(dec))
+  end
+  return table.concat(out), removed
 end
-local res = table.concat(out)
-if removed > 0 then
-  dec[6] = -removed
-  redis.call('BITFIELD', key, unpack(dec))
-  redis.call('SET', KEYS[2], res, 'PX', keep)
-end
+
+local res, removed = removeFrom(KEYS[1])
+if copy then removeFrom(copy) end
+if removed > 0 then redis.call('SET', KEYS[2], res, 'PX', keep) end
 return res
