@@ -28,6 +28,9 @@ type Filter interface {
 	// Create creates the filter, empty, unless it exists with the same
 	// parameters.
 	Create(ctx context.Context) error
+	// Rebuild refills the filter from its source of truth without
+	// stopping it (see Counting.Rebuild).
+	Rebuild(ctx context.Context, fill func(add func(items []string) error) error) error
 	// Info reads the filter's parameters and fill from Redis.
 	Info(ctx context.Context) (*Info, error)
 	// Drop deletes the filter from Redis.

@@ -19,6 +19,8 @@
 //
 //	load NAME [FILE]      add every line of FILE (or stdin) in batches
 //	unload NAME [FILE]    remove every line of FILE (or stdin) in batches
+//	rebuild NAME [FILE]   refill the filter from every item it should hold,
+//	                      while it keeps serving
 //
 //	demo [-n N] [-p P]    fill, delete and measure a counting and a classic filter
 //	bench [-quick] ...    measure throughput against plain BITFIELD (BENCHMARKS.md)
@@ -84,6 +86,8 @@ Items, as arguments or one per line on stdin; one line out per item,
 Bulk, one item per line of FILE or stdin; a progress bar on a terminal:
   load NAME [FILE]      add them all
   unload NAME [FILE]    remove them all; counting only
+  rebuild NAME [FILE]   refill the filter from all the items it should hold,
+                        while it keeps serving: clears ghosts and stuck counters
 
   demo [-n N] [-p P]    fill, delete and measure a counting and a classic filter
   bench [-quick] ...    measure throughput against plain BITFIELD (BENCHMARKS.md)
@@ -195,6 +199,7 @@ var commands = []command{
 	{"count", "NAME [ITEM...]", 1, -1, setupCount},
 	{"load", "NAME [FILE]", 1, 2, setupLoad},
 	{"unload", "NAME [FILE]", 1, 2, setupUnload},
+	{"rebuild", "NAME [FILE]", 1, 2, setupRebuild},
 }
 
 func lookup(name string) *command {
