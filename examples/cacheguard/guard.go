@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/rbloom/rbloom"
+)
+
+// The filter holds "item:<id>" for every row of the table, plus one marker,
+// ready, that warm adds after every key: without it the filter's "absent"
+// means nothing (not loaded yet, or lost by Redis and re-created by writes),
+// and lookups go to the database.
+const readyMarker = "ready"
+
+func filterItem(id string) string { return "item:" + id }
+
+var (
+	errNotFound = errors.New("no such item")
+	errExists   = errors.New("item already exists")
+)
+
+// guard keeps a counting Bloom filter of the table's primary keys in Redis
+// and answers lookups of keys that are definitely absent without asking the
+// database.
+//
+// The order of its two writes is what keeps the filter safe when the process
+// dies between them, so that it never answers "absent" for a row that exists:
+//
+//   - insert: add to the filter first, then insert the row;
+//   - delete: delete the row first, then remove from the filter, and only if
+//     a row was deleted.
+//
+// A crash between the two steps leaves at worst a ghost, a key in the filter
+// without a row, which costs one database query when it is looked up. The
+// other order would leave a row that the filter says is absent: a false
+// negative, answered 404 until the filter is rebuilt.
+type guard struct {
+	table  *table
+	filter *rbloom.Counting
+	stats  stats
+
+	// crash, when set, is called between the filter write and the database
+	// write of insert and delete, and between the batches of warm. Tests
+	// make it panic, to stop the work where a dying process would.
+	crash func(step, id string)
+}
+
+// answeredBy names who answered a lookup: the filter alone, or the database.
+type answeredBy string
+
+const (
+	byFilter   answeredBy = "filter"
+	byDatabase answeredBy = "database"
+)
+
+// get returns the value of row id, or errNotFound. The filter is asked
+// first: when it says id is definitely absent, the database is not.
+func (g *guard) get(ctx context.Context, id string) (string, answeredBy, error) {
+	g.stats.lookups.Add(1)
+	// One round trip asks for the key and the marker together.
+	maybe, err := g.filter.TestMany(ctx, []string{filterItem(id), readyMarker})
+	switch {
+	case err != nil:
+		// Redis failed: the database still knows. Never guess "absent".
+		log.Printf("filter unavailable, asking the database: %v", err)
+		g.stats.filterUnavailable.Add(1)
+	case !maybe[1]:
+		g.stats.filterUnavailable.Add(1) // not warmed: its "absent" is no answer
+	case !maybe[0]:
+		g.stats.filterAbsent.Add(1)
+		return "", byFilter, errNotFound
+	}
+	filterSaidMaybe := err == nil && maybe[1]
+	g.stats.dbQueries.Add(1)
+	value, err := g.table.get(ctx, id)
+	if filterSaidMaybe && errors.Is(err, errNotFound) {
+		g.stats.falsePositives.Add(1) // a false positive, a ghost, or a row just deleted
+	}
+	return value, byDatabase, err
+}
+
+// insert inserts row id, or returns errExists. It adds id to the filter
+// before it inserts the row: see guard.
+func (g *guard) insert(ctx context.Context, id, value string) error {
+	if _, err := g.filter.Add(ctx, filterItem(id)); err != nil {
+		// The row is not inserted. The add may have been applied all the
+		// same: a ghost at worst.
+		return fmt.Errorf("add to filter: %w", err)
+	}
+	g.step("insert", id)
+	inserted, err := g.table.insert(ctx, id, value)
+	if err != nil {
+		// The row may have been inserted anyway (a reply lost on the way
+		// back looks like a failure): keep the key in the filter.
+		return err
+	}
+	if !inserted {
+		// The database said for sure that the row was already there, so
+		// our add is one count too many: take it back, or repeated inserts
+		// would saturate its counters. Removing is safe because this call
+		// added the key (the rule: remove only what you added).
+		if _, err := g.filter.Remove(ctx, filterItem(id)); err != nil {
+			log.Printf("filter: remove %q after a duplicate insert: %v (an extra count: a ghost at worst)", id, err)
+		}
+		return errExists
+	}
+	return nil
+}
+
+// delete deletes row id, or returns errNotFound. It removes id from the
+// filter after the row is deleted, and only if a row was: see guard.
+func (g *guard) delete(ctx context.Context, id string) error {
+	deleted, err := g.table.delete(ctx, id)
+	if err != nil {
+		return err // the row may be gone all the same: a ghost at worst
+	}
+	if !deleted {
+		// No row, so nothing of ours to remove: a key that tests present
+		// now is a ghost or a false positive, and removing a false positive
+		// takes counts that belong to other keys.
+		return errNotFound
+	}
+	g.step("delete", id)
+	// Before warm has finished, the key may not be in the filter yet, and
+	// removing it could take counts that belong to other keys: leave it.
+	ready, err := g.filter.Test(ctx, readyMarker)
+	if err == nil && ready {
+		var removed bool
+		removed, err = g.filter.Remove(ctx, filterItem(id))
+		if err == nil && !removed {
+			// Every row's key is in the filter: this one was not, so the
+			// filter was answering 404 for an existing row.
+			log.Printf("filter: %q was absent from the filter while its row existed: the filter has lost keys, rebuild it", id)
+		}
+	}
+	if err != nil {
+		log.Printf("filter: remove %q: %v (the row is deleted; its key stays as a ghost)", id, err)
+	}
+	return nil
+}
+
+// step calls the crash hook, if any.
+func (g *guard) step(name, id string) {
+	if g.crash != nil {
+		g.crash(name, id)
+	}
+}

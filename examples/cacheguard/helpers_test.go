@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rbloom/rbloom"
+	"github.com/rbloom/rbloom/rbloomtest"
+)
+
+// newTable returns a table in a new SQLite file in t.TempDir().
+func newTable(t *testing.T) *table {
+	t.Helper()
+	tbl, err := openSQLite(t.Context(), filepath.Join(t.TempDir(), "items.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tbl.Close() })
+	return tbl
+}
+
+// newMiniredis returns a client of a new in-memory Redis.
+func newMiniredis(t *testing.T) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: rbloomtest.NewMiniredis(t).Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// newGuard returns a guard over tbl with a filter "items" of capacity
+// items at 1% in rdb. It does not warm the filter.
+func newGuard(t *testing.T, tbl *table, rdb redis.UniversalClient, capacity uint64) *guard {
+	t.Helper()
+	f, err := rbloom.NewCounting(rdb, "items", rbloom.Options{Capacity: capacity, ErrorRate: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &guard{table: tbl, filter: f}
+}
+
+// seed inserts rows with the given ids straight into the table, in one
+// transaction, as if they were there before the filter.
+func seed(t *testing.T, tbl *table, ids []string) {
+	t.Helper()
+	tx, err := tbl.db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if _, err := tx.Exec(`INSERT INTO items (id, value) VALUES ($1, $2)`, id, "seed "+id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rows returns the ids of every row, sorted.
+func rows(t *testing.T, tbl *table) []string {
+	t.Helper()
+	var ids []string
+	if err := tbl.ids(t.Context(), func(id string) error { ids = append(ids, id); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// audit compares the filter with the table for every id in universe (which
+// must hold every row): falseNegatives are rows whose key tests absent, the
+// one thing that must never happen; ghosts are keys that test present
+// without a row (left by a crash, or false positives).
+func audit(t *testing.T, g *guard, universe []string) (falseNegatives, ghosts []string) {
+	t.Helper()
+	ctx := context.Background()
+	keys := make([]string, len(universe))
+	for i, id := range universe {
+		keys[i] = filterItem(id)
+	}
+	present, err := g.filter.TestMany(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inTable := map[string]bool{}
+	for _, id := range rows(t, g.table) {
+		inTable[id] = true
+	}
+	for i, id := range universe {
+		switch {
+		case inTable[id] && !present[i]:
+			falseNegatives = append(falseNegatives, id)
+		case !inTable[id] && present[i]:
+			ghosts = append(ghosts, id)
+		}
+		delete(inTable, id)
+	}
+	if len(inTable) > 0 {
+		t.Fatalf("audit: %d rows are not in the universe", len(inTable))
+	}
+	return falseNegatives, ghosts
+}
+
+// count returns how many times the filter holds id (its smallest counter).
+func count(t *testing.T, g *guard, id string) int {
+	t.Helper()
+	n, err := g.filter.Count(context.Background(), filterItem(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
