@@ -75,3 +75,33 @@ func TestVanishedPartition(t *testing.T) {
 		}
 	})
 }
+
+// TestMustExist checks that with MustExist a filter Redis lost whole is an
+// error, not an empty filter.
+func TestMustExist(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		for _, parts := range []int{1, 3} {
+			c := newCounting(t, rdb, fmt.Sprint("guard-", parts), Options{Capacity: 1000, Partitions: parts, MustExist: true})
+			if _, err := c.Test(ctx, "a"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("P=%d: Test before Create: %v, want ErrNotFound", parts, err)
+			}
+			if err := c.Create(ctx); err != nil {
+				t.Fatal(err)
+			}
+			must(c.Add(ctx, "a"))
+			if !must(c.Test(ctx, "a")) || must(c.Test(ctx, "b")) {
+				t.Errorf("P=%d: Test after Create and Add(a) is wrong", parts)
+			}
+			rdb.FlushAll(ctx) // Redis lost everything
+			if _, err := c.TestMany(ctx, []string{"a", "b"}); !errors.Is(err, ErrNotFound) {
+				t.Errorf("P=%d: TestMany after a flush: %v, want ErrNotFound", parts, err)
+			}
+			if _, err := c.Count(ctx, "a"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("P=%d: Count after a flush: %v, want ErrNotFound", parts, err)
+			}
+			if _, err := c.Remove(ctx, "a"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("P=%d: Remove after a flush: %v, want ErrNotFound", parts, err)
+			}
+		}
+	})
+}

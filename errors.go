@@ -23,7 +23,8 @@ var (
 	// written by someone else, a corrupted header. The key is left untouched.
 	ErrNotFilter = errors.New("rbloom: key does not hold an rbloom filter")
 
-	// ErrNotFound is returned by Open when no filter has that name.
+	// ErrNotFound is returned by Open when no filter has that name, and by
+	// reads and removes with Options.MustExist.
 	ErrNotFound = errors.New("rbloom: filter not found")
 
 	// ErrDamaged is returned when a filter's keys are not as rbloom left

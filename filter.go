@@ -63,6 +63,7 @@ type filter struct {
 	ttl        time.Duration
 	onceWindow time.Duration // how long AddOnce and RemoveOnce remember an id
 	repl       replication   // replicas every write waits for
+	mustExist  bool          // a missing filter is an error, not empty
 }
 
 // part is one partition: its key and the header the scripts expect there.
@@ -83,6 +84,7 @@ func newFilter(rdb redis.UniversalClient, name string, mode Mode, o Options) (*f
 		return nil, err
 	}
 	f := withHeader(rdb, name, h, o.TTL)
+	f.mustExist = o.MustExist
 	if o.OnceWindow > 0 {
 		f.onceWindow = o.OnceWindow
 	}
@@ -238,6 +240,9 @@ func (f *filter) write(ctx context.Context, script *redis.Script, items []string
 				return err
 			}
 			if !exists { // a remove from a filter that does not exist: all absent
+				if f.mustExist {
+					return fmt.Errorf("%w: %s", ErrNotFound, f.name)
+				}
 				return nil
 			}
 			calls, answers = again, againAt

@@ -62,6 +62,14 @@ type Options struct {
 	// WaitTimeout bounds the wait of WaitReplicas. Default 1 second.
 	WaitTimeout time.Duration
 
+	// MustExist makes Test, TestMany, Count, Remove and RemoveMany fail
+	// with ErrNotFound when the filter does not exist, instead of answering
+	// "absent" as for an empty filter. Use it, with Create at setup, where
+	// a filter Redis lost (a restart without persistence, eviction, a
+	// flush) must not pass for an empty one: in front of a database, every
+	// lookup would then be answered "absent".
+	MustExist bool
+
 	// TTL, when positive, is the time to live given to the filter's key when
 	// its first write creates it; later writes do not extend it. Redis keeps
 	// TTLs in milliseconds. Default 0: no expiry.

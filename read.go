@@ -50,6 +50,9 @@ func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int
 		for _, r := range reads {
 			exists = exists || r.exists.Val() == 1
 		}
+		if !exists && f.mustExist && len(reads) > 0 {
+			return fmt.Errorf("%w: %s", ErrNotFound, f.name)
+		}
 		for _, r := range reads {
 			if r.exists.Val() == 0 {
 				if exists {
