@@ -23,7 +23,8 @@ import (
 //	24       8    items added minus items removed (int64, big-endian)
 //	32       8    capacity n the filter was sized for (uint64)
 //	40       8    target error rate p (IEEE 754 float64)
-//	48      16    zero
+//	48       1    1 while a rebuild copies the partition (rebuild.lua), else 0
+//	49      15    zero
 //
 // m is the number of slots of this partition; the filter has P*m. Bytes
 // 0-23 are the partition's identity: a writer whose identity differs gets
@@ -133,7 +134,7 @@ func parseHeader(b string) (header, error) {
 		return header{}, fmt.Errorf("%w: k = %d outside 1..%d", ErrNotFilter, h.k, MaxHashes)
 	case h.m < 1 || h.m > h.mode.maxSlots():
 		return header{}, fmt.Errorf("%w: m = %d outside 1..%d", ErrNotFilter, h.m, h.mode.maxSlots())
-	case b[9:12] != "\x00\x00\x00":
+	case b[9:12] != "\x00\x00\x00" || b[49:64] != reservedTail:
 		// The identity must be exactly what encode writes, or Open would
 		// build a filter whose writes are refused as a mismatch.
 		return header{}, fmt.Errorf("%w: reserved header bytes are not zero", ErrNotFilter)
@@ -142,6 +143,9 @@ func parseHeader(b string) (header, error) {
 	}
 	return h, nil
 }
+
+// reservedTail is what header bytes 49-63 must hold.
+const reservedTail = "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
 
 // be decodes a big-endian unsigned integer of up to 8 bytes without copying
 // the string, since reads parse the header on every call.

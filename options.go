@@ -119,6 +119,10 @@ func (o Options) resolve(mode Mode) (header, error) {
 		// m or k was given: record the rate they give at Capacity.
 		h.errorRate = FalsePositiveRate(h.capacity, h.m, h.k)
 	}
+	if h.m > mode.maxSlots()*MaxPartitions {
+		return bad("%s: the filter needs %d slots, more than %d partitions of one Redis string each hold in %s mode",
+			field, h.m, MaxPartitions, mode)
+	}
 	parts := uint64(o.Partitions)
 	if parts == 0 {
 		bytes := (h.m*mode.width() + 7) / 8

@@ -34,8 +34,8 @@ func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int
 		groups := f.byPartition(window)
 		reads, root, err := f.sendReads(ctx, window, groups)
 		for wait := (backoff{}); unapplied(err); { // reads are safe to send again
-			if err := wait.next(ctx); err != nil {
-				return err
+			if err2 := wait.next(ctx); err2 != nil {
+				return fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
 			}
 			reads, root, err = f.sendReads(ctx, window, groups)
 		}
@@ -129,8 +129,11 @@ func (f *filter) check(p int, head string, size int64) error {
 			ErrParamsMismatch, want.key, h.mode, h.m, h.k, h.index, h.partitions,
 			f.h.mode, f.h.m, f.h.k, p, len(f.parts))
 	}
-	if wantSize := f.h.size(); size != wantSize {
+	if wantSize := f.h.size(); len(head) < headerSize || size != wantSize {
 		return fmt.Errorf("%w: %s is %d bytes long, want %d", ErrDamaged, want.key, size, wantSize)
+	}
+	if head[49:] != reservedTail {
+		return fmt.Errorf("%w: %s: reserved header bytes are not zero", ErrNotFilter, want.key)
 	}
 	return nil
 }

@@ -46,19 +46,19 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Sc
 		if err := repl.check(waited); err != nil {
 			return nil, err
 		}
-		refused := false
+		var refused error
 		pending = pending[:0]
 		for i, cmd := range cmds {
 			switch err := cmd.Err(); {
 			case redis.HasErrorPrefix(err, "NOSCRIPT"):
 				pending = append(pending, i) // again at once, with EVAL
 			case unapplied(err):
-				pending, refused = append(pending, i), true
+				pending, refused = append(pending, i), err
 			}
 		}
-		if refused {
+		if refused != nil {
 			if err := wait.next(ctx); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%w (the cluster kept refusing the call: %v)", err, refused)
 			}
 		}
 	}

@@ -8,6 +8,7 @@
 
 local HEADER = 64
 local MAX_ARGS = 7000 -- unpack() fails past about 8000 values
+local RESERVED = string.rep('\0', 15) -- header bytes 50-64
 
 local function reject(code, msg)
   return redis.error_reply('RBLOOM_' .. code .. ' ' .. msg)
@@ -34,6 +35,9 @@ local function parse(h)
   if string.byte(h, 7) ~= 1 then
     return nil, 'format version ' .. string.byte(h, 7) .. ', this script reads 1'
   end
+  if string.sub(h, 10, 12) ~= '\0\0\0' or string.sub(h, 50) ~= RESERVED then
+    return nil, 'reserved header bytes are not zero'
+  end
   local f = {mode = string.sub(h, 8, 8), k = string.byte(h, 9), m = be(h, 13, 16)}
   f.width = (f.mode == 'c' and 4) or (f.mode == 'b' and 1) or nil
   if not f.width then return nil, 'unknown mode' end
@@ -55,7 +59,12 @@ end
 local function open(key, f, header)
   local head = redis.pcall('GETRANGE', key, 0, HEADER - 1)
   if type(head) == 'table' then
-    return nil, reject('NOTFILTER', key .. ' holds another type')
+    -- Only WRONGTYPE says what the key holds; pass any other error on (an
+    -- ACL refusal must not make a healthy filter look like something else).
+    if string.find(head.err, 'WRONGTYPE', 1, true) then
+      return nil, reject('NOTFILTER', key .. ' holds another type')
+    end
+    return nil, head
   end
   if head == '' then
     if redis.call('EXISTS', key) == 1 then
@@ -69,8 +78,11 @@ local function open(key, f, header)
     return nil, reject('MISMATCH', key .. ' is ' .. have.mode .. ' m=' .. have.m ..
       ' k=' .. have.k .. ', caller wants ' .. f.mode .. ' m=' .. f.m .. ' k=' .. f.k)
   end
-  if redis.call('STRLEN', key) ~= f.size then
+  if #head < HEADER or redis.call('STRLEN', key) ~= f.size then
     return nil, reject('DAMAGED', key .. ': its length is not ' .. f.size)
+  end
+  if string.sub(head, 50) ~= RESERVED then
+    return nil, reject('NOTFILTER', key .. ': reserved header bytes are not zero')
   end
   return true, head
 end

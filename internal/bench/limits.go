@@ -20,12 +20,12 @@ const headerBits = 64 * 8
 
 // locate appends the k slot indices of item to dst, exactly as rbloom does
 // (hash.go): h1, h2 = murmur3_x64_128(item) with seed 0, and
-// slot_i = (h1 + i*h2) mod 2^64 mod m. TestLocateMatchesLibrary checks it
+// slot_i = (h1 + i*h2 + (i^3-i)/6) mod 2^64 mod m. TestLocateMatchesLibrary checks it
 // against a filter written by the library.
 func locate(dst []uint64, item string, k int, m uint64) []uint64 {
 	h1, h2 := murmur3.Sum128(unsafe.Slice(unsafe.StringData(item), len(item)))
 	for i := range uint64(k) {
-		dst = append(dst, (h1+i*h2)%m)
+		dst = append(dst, (h1+i*h2+(i*i*i-i)/6)%m)
 	}
 	return dst
 }
