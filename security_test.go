@@ -1,0 +1,614 @@
+package rbloom
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rbloom/rbloom/rbloomtest"
+)
+
+// aclCommands are the commands an rbloom application user needs, and no
+// more: the README's "Security" section gives the same list, one reason
+// each. Commands that the scripts call are checked against the caller's
+// ACL too, so they are here as well as EVALSHA and EVAL.
+var aclCommands = []string{
+	"+evalsha",      // every write runs add.lua or remove.lua by hash
+	"+eval",         // ... and sends the script again after NOSCRIPT
+	"+get",          // scripts: has this operation id been applied already?
+	"+set",          // scripts: record the operation id's answer
+	"+bitfield",     // scripts: increment and decrement slots
+	"+setrange",     // add.lua: write the header of a partition it creates
+	"+pexpire",      // add.lua: give a partition it creates Options.TTL
+	"+getrange",     // reads, Info, Open and scripts: read the header
+	"+strlen",       // reads, Info and scripts: check the length
+	"+exists",       // reads, Info, Open, scripts: does the partition exist?
+	"+bitfield_ro",  // reads, and remove.lua: read slots
+	"+pttl",         // Info: the TTL left
+	"+memory|usage", // Info: the bytes a partition takes
+	"+del",          // Drop, and rebuild.lua: drop an aborted copy
+	"+rename",       // rebuild.lua: put the rebuilt copy in place
+}
+
+const aclUser, aclPassword = "rbloom", "acl-pw-7Tq2"
+
+// aclSetUser is ACL SETUSER for the rbloom user with exactly commands,
+// keys under rbloom:* only, and no pub/sub channels.
+func aclSetUser(commands []string) []any {
+	rule := []any{"ACL", "SETUSER", aclUser, "reset", "on", ">" + aclPassword, "~rbloom:*", "resetchannels", "-@all"}
+	for _, c := range commands {
+		rule = append(rule, c)
+	}
+	return rule
+}
+
+// exerciseAll uses every part of the API on a counting filter of three
+// partitions with a TTL (and a classic one), checking the answers, and
+// returns the first failure. It goes through both paths of remove.lua, the
+// creation of partitions, AddOnce and RemoveOnce, Info, a Rebuild and an
+// aborted one, Open and Drop.
+func exerciseAll(ctx context.Context, rdb redis.UniversalClient, name string) error {
+	c, err := NewCounting(rdb, name, Options{Capacity: 10_000, Partitions: 3, TTL: time.Hour})
+	if err != nil {
+		return err
+	}
+	items := make([]string, 300)
+	for i := range items {
+		items[i] = fmt.Sprint("item-", i)
+	}
+	if err := c.Create(ctx); err != nil {
+		return fmt.Errorf("Create: %w", err)
+	}
+	if _, err := c.AddMany(ctx, items); err != nil {
+		return fmt.Errorf("AddMany: %w", err)
+	}
+	if _, err := c.Add(ctx, "a"); err != nil {
+		return fmt.Errorf("Add: %w", err)
+	}
+	if ok, err := c.Test(ctx, "a"); err != nil || !ok {
+		return fmt.Errorf("Test(a) = %v, %v after Add", ok, err)
+	}
+	oks, err := c.TestMany(ctx, items)
+	if err != nil || slices.Contains(oks, false) {
+		return fmt.Errorf("TestMany = %v, %v after AddMany", oks, err)
+	}
+	if n, err := c.Count(ctx, "a"); err != nil || n < 1 {
+		return fmt.Errorf("Count(a) = %d, %v after Add", n, err)
+	}
+	if ok, err := c.Remove(ctx, "a"); err != nil || !ok {
+		return fmt.Errorf("Remove(a) = %v, %v", ok, err)
+	}
+	// An item never added sends remove.lua down its exact path.
+	rs, err := c.RemoveMany(ctx, []string{items[0], "never added"})
+	if err != nil || !rs[0] {
+		return fmt.Errorf("RemoveMany = %v, %v", rs, err)
+	}
+	first, err := c.AddOnce(ctx, "b", "op-1")
+	if err != nil {
+		return fmt.Errorf("AddOnce: %w", err)
+	}
+	if again, err := c.AddOnce(ctx, "b", "op-1"); err != nil || again != first {
+		return fmt.Errorf("AddOnce again = %v, %v; want %v", again, err, first)
+	}
+	if ok, err := c.RemoveOnce(ctx, "b", "op-2"); err != nil || !ok {
+		return fmt.Errorf("RemoveOnce = %v, %v", ok, err)
+	}
+	in, err := c.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("Info: %w", err)
+	}
+	// 300 + a + b - a - item-0 - b; MEMORY USAGE exceeds the length.
+	if !in.Exists || len(in.Partitions) != 3 || in.Items != 299 || in.TTL <= 0 || in.Bytes <= 3*c.f.h.size() {
+		return fmt.Errorf("Info = %+v: want 3 partitions, 299 items, a TTL, and more bytes than the strings' %d (MEMORY USAGE)", in, 3*c.f.h.size())
+	}
+	b, err := NewClassic(rdb, name+"-classic", Options{Capacity: 1000, Partitions: 3})
+	if err != nil {
+		return err
+	}
+	if _, err := b.AddMany(ctx, items[:50]); err != nil {
+		return fmt.Errorf("classic AddMany: %w", err)
+	}
+	if oks, err := b.TestMany(ctx, items[:50]); err != nil || slices.Contains(oks, false) {
+		return fmt.Errorf("classic TestMany = %v, %v", oks, err)
+	}
+	// Rebuild from the items still held (all but item-0), then abort one.
+	if err := c.Rebuild(ctx, func(add func([]string) error) error { return add(items[1:]) }); err != nil {
+		return fmt.Errorf("Rebuild: %w", err)
+	}
+	if oks, err := c.TestMany(ctx, items[1:]); err != nil || slices.Contains(oks, false) {
+		return fmt.Errorf("TestMany after Rebuild = %v, %v", oks, err)
+	}
+	stop := errors.New("stop")
+	if err := c.Rebuild(ctx, func(func([]string) error) error { return stop }); !errors.Is(err, stop) {
+		return fmt.Errorf("aborted Rebuild: %v, want the fill's error", err)
+	}
+	opened, err := Open(ctx, rdb, name)
+	if err != nil {
+		return fmt.Errorf("Open: %w", err)
+	}
+	if ok, err := opened.Test(ctx, items[1]); err != nil || !ok {
+		return fmt.Errorf("Test on the opened filter = %v, %v", ok, err)
+	}
+	for _, f := range []Filter{c, b} {
+		if err := f.Drop(ctx); err != nil {
+			return fmt.Errorf("Drop: %w", err)
+		}
+	}
+	if _, err := Open(ctx, rdb, name); !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("Open after Drop: %v, want ErrNotFound", err)
+	}
+	return nil
+}
+
+// denials returns the ACL LOG entries of user, but for the CLIENT
+// subcommands go-redis tries when it connects (SETINFO, MAINT_NOTIFICATIONS)
+// and whose refusal it ignores.
+func denials(t *testing.T, admin *redis.Client, user string) []string {
+	t.Helper()
+	entries, err := admin.ACLLog(ctx, 1000).Result()
+	if err != nil {
+		t.Fatalf("ACL LOG: %v", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Username == user && !strings.HasPrefix(e.Object, "client|") {
+			out = append(out, fmt.Sprintf("%s %s (%s, %d times)", e.Reason, e.Object, e.Context, e.Count))
+		}
+	}
+	return out
+}
+
+// TestLeastPrivilegeACL runs the whole API as a Redis user that may run
+// only aclCommands on keys under rbloom:*, shows that each of those
+// commands is needed, and that the user can reach nothing else.
+func TestLeastPrivilegeACL(t *testing.T) {
+	addr := rbloomtest.StartRedis(t)
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	connect := func() *redis.Client {
+		return redis.NewClient(&redis.Options{Addr: addr, Username: aclUser, Password: aclPassword, MaxRetries: -1})
+	}
+	// run sets the user's rule, empties the script cache (so that EVAL is
+	// used too) and the ACL log, and exercises the API on a new connection.
+	run := func(commands []string, name string) ([]string, error) {
+		t.Helper()
+		for _, cmd := range [][]any{aclSetUser(commands), {"SCRIPT", "FLUSH"}, {"ACL", "LOG", "RESET"}} {
+			if err := admin.Do(ctx, cmd...).Err(); err != nil {
+				t.Fatalf("%v: %v", cmd, err)
+			}
+		}
+		app := connect()
+		defer app.Close()
+		err := exerciseAll(ctx, app, name)
+		return denials(t, admin, aclUser), err
+	}
+
+	if denied, err := run(aclCommands, "acl"); err != nil || len(denied) > 0 {
+		t.Fatalf("as the least-privilege user: %v; ACL LOG: %q", err, denied)
+	}
+	t.Logf("ACL SETUSER %s reset on >... ~rbloom:* resetchannels -@all %s: the whole API works", aclUser, strings.Join(aclCommands, " "))
+
+	// Each command is needed: without it, something fails.
+	for i, drop := range aclCommands {
+		fewer := slices.Delete(slices.Clone(aclCommands), i, i+1)
+		denied, err := run(fewer, "acl-"+strconv.Itoa(i))
+		if err == nil && len(denied) == 0 {
+			t.Errorf("without %s, the whole API still works: the rule is not minimal", drop)
+			continue
+		}
+		t.Logf("without %-13s: %.110v", drop, err)
+	}
+
+	// And nothing else is reachable.
+	admin.Do(ctx, aclSetUser(aclCommands)...)
+	admin.Set(ctx, "secret", "s", 0)
+	app := connect()
+	defer app.Close()
+	for _, cmd := range [][]any{
+		{"GET", "secret"},
+		{"SET", "secret", "x"},
+		{"SET", "other", "x"},
+		{"DEL", "secret"},
+		{"GETRANGE", "secret", 0, -1},
+		{"BITFIELD", "secret", "SET", "u8", 0, 1},
+		{"KEYS", "*"},
+		{"SCAN", 0},
+		{"FLUSHALL"},
+		{"FLUSHDB"},
+		{"CONFIG", "GET", "*"},
+		{"CONFIG", "SET", "maxmemory", "1"},
+		{"SCRIPT", "FLUSH"},
+		{"ACL", "LIST"},
+		{"SHUTDOWN"},
+		{"CLIENT", "LIST"},
+		{"REPLICAOF", "NO", "ONE"},
+		{"MEMORY", "DOCTOR"},
+		{"PUBLISH", "ch", "x"},
+		{"EVAL", "return 1", 1, "secret"},
+		// Scripts run as the user: redis.call is checked too.
+		{"EVAL", "return redis.call('GET', 'secret')", 0},
+		{"EVAL", "return redis.call('FLUSHALL')", 1, "rbloom:x"},
+		{"EVAL", "return redis.call('SET', 'secret', 'x')", 1, "rbloom:x"},
+		{"EVAL", "return redis.call('KEYS', '*')", 0},
+	} {
+		// Refusals from inside a script are ERR, not NOPERM, in Redis 7.0.
+		err := app.Do(ctx, cmd...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), "NOPERM ") &&
+			!strings.HasPrefix(err.Error(), "ERR The user executing the script can't") {
+			t.Errorf("%q as %s: %v, want an ACL refusal", cmd, aclUser, err)
+		}
+	}
+	if v := admin.Get(ctx, "secret").Val(); v != "s" || admin.Exists(ctx, "other").Val() != 0 {
+		t.Errorf("the user changed keys outside rbloom:*: secret = %q", v)
+	}
+}
+
+// TestLeastPrivilegeACLCluster runs the whole API through a ClusterClient
+// as the least-privilege user on a 3-master cluster, where go-redis also
+// needs CLUSTER SLOTS to learn which node holds which slot.
+func TestLeastPrivilegeACLCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := rbloomtest.StartCluster(t, 3)
+	for _, commands := range [][]string{aclCommands, append(slices.Clone(aclCommands), "+cluster|slots")} {
+		if _, err := cl.DoAll(ctx, aclSetUser(commands)...); err != nil {
+			t.Fatal(err)
+		}
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Username: aclUser, Password: aclPassword})
+		err := exerciseAll(ctx, rdb, "acl-cluster")
+		rdb.Close()
+		if slices.Contains(commands, "+cluster|slots") {
+			if err != nil {
+				t.Errorf("with +cluster|slots: %v", err)
+			}
+		} else if err == nil {
+			t.Errorf("a ClusterClient worked without +cluster|slots: the README need not ask for it")
+		} else {
+			t.Logf("without +cluster|slots: %v", err)
+		}
+	}
+}
+
+// TestScriptErrorIsNotWrongType: the scripts read a partition's header with
+// redis.pcall('GETRANGE'); only WRONGTYPE may say the key is not a filter
+// (an ACL refusal was once taken for it).
+func TestScriptErrorIsNotWrongType(t *testing.T) {
+	addr := rbloomtest.StartRedis(t)
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	must(newCounting(t, admin, "healthy", Options{Capacity: 100}).Add(ctx, "a"))
+	without := slices.DeleteFunc(slices.Clone(aclCommands), func(c string) bool { return c == "+getrange" })
+	if err := admin.Do(ctx, aclSetUser(without)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	app := redis.NewClient(&redis.Options{Addr: addr, Username: aclUser, Password: aclPassword})
+	defer app.Close()
+	_, err := newCounting(t, app, "healthy", Options{Capacity: 100}).Add(ctx, "b")
+	if err == nil || errors.Is(err, ErrNotFilter) {
+		t.Errorf("Add on a healthy filter by a user without GETRANGE: %v, want the ACL refusal, not ErrNotFilter", err)
+	}
+}
+
+// tlsServer is a redis-server that accepts TLS connections only.
+type tlsServer struct {
+	addr   string
+	roots  *x509.CertPool // trusts the server's certificate
+	caFile string         // the CA certificate, PEM
+}
+
+// startTLSRedis makes a CA and a certificate for 127.0.0.1 signed by it,
+// and starts redis-server with --port 0 and --tls-port on a free port,
+// without client certificates. rbloomtest.StartRedis cannot: it waits for
+// a PING on the plain port.
+func startTLSRedis(t *testing.T, args ...string) *tlsServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server not found on PATH ($CI is set)")
+		}
+		t.Skip("redis-server not found on PATH: install it to run this test")
+	}
+	dir := t.TempDir()
+	s := &tlsServer{roots: x509.NewCertPool(), caFile: filepath.Join(dir, "ca.crt")}
+	caCert, caKey := makeCert(t, nil, nil, s.caFile, "")
+	s.roots.AddCert(caCert)
+	certFile, keyFile := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	makeCert(t, caCert, caKey, certFile, keyFile)
+
+	for attempt := 0; ; attempt++ {
+		stop, log, err := launchTLSRedis(bin, dir, s, certFile, keyFile, attempt, args)
+		if err == nil {
+			t.Cleanup(stop)
+			return s
+		}
+		if !strings.Contains(log, "Address already in use") || attempt == 4 {
+			t.Fatalf("redis-server with TLS: %v; its log:\n%s", err, log)
+		}
+	}
+}
+
+// launchTLSRedis makes one attempt of startTLSRedis, on a free port that
+// it sets in s.addr. On failure the server is gone and log is its log.
+func launchTLSRedis(bin, dir string, s *tlsServer, certFile, keyFile string, attempt int, args []string) (stop func(), log string, err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	s.addr = l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(s.addr)
+	logPath := filepath.Join(dir, fmt.Sprintf("redis-%d.log", attempt))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, "", err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, append([]string{"--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir,
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", s.caFile,
+		"--tls-auth-clients", "no"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop = func() { cmd.Process.Kill(); <-exited }
+	readLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if tlsPing(s.addr, s.roots) {
+			return stop, "", nil
+		}
+		select {
+		case <-exited:
+			return nil, readLog(), errors.New("redis-server exited")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	stop()
+	return nil, readLog(), errors.New("no answer over TLS within 10s")
+}
+
+// tlsPing reports whether a TLS server at addr, verified with roots,
+// answers PING (or NOAUTH).
+func tlsPing(addr string, roots *x509.CertPool) bool {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{RootCAs: roots})
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	buf := make([]byte, 64)
+	n, _ := conn.Read(buf)
+	return strings.HasPrefix(string(buf[:n]), "+PONG") || strings.HasPrefix(string(buf[:n]), "-NOAUTH")
+}
+
+// makeCert writes a certificate (PEM) to certFile and its key to keyFile
+// and returns them: a self-signed CA when parent is nil, else a server
+// certificate for 127.0.0.1 and localhost signed by parent. Both ECDSA
+// P-256, valid for a day.
+func makeCert(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, certFile, keyFile string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+	}
+	if parent == nil {
+		tmpl.Subject = pkix.Name{CommonName: "rbloom test CA"}
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+		tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign
+		parent, parentKey = tmpl, key
+	} else {
+		tmpl.Subject = pkix.Name{CommonName: "127.0.0.1"}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		tmpl.DNSNames = []string{"localhost"}
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if keyFile != "" {
+		pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cert, key
+}
+
+// TestTLS runs the whole API over TLS to a server that has no plain port,
+// and checks that a client that does not trust the server's CA, or that
+// does not speak TLS, gets an error rather than a connection.
+func TestTLS(t *testing.T) {
+	s := startTLSRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr, TLSConfig: &tls.Config{RootCAs: s.roots, MinVersion: tls.VersionTLS12}})
+	defer rdb.Close()
+	if err := exerciseAll(ctx, rdb, "over-tls"); err != nil {
+		t.Fatalf("over TLS: %v", err)
+	}
+	if err := rdb.Do(ctx, "CONFIG", "GET", "port").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if port := rdb.ConfigGet(ctx, "port").Val()["port"]; port != "0" {
+		t.Errorf("the server also listens on plain port %s", port)
+	}
+
+	for name, o := range map[string]*redis.Options{
+		"untrusted CA": {Addr: s.addr, TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12}},
+		"wrong name":   {Addr: s.addr, TLSConfig: &tls.Config{RootCAs: s.roots, ServerName: "redis.example"}},
+		"no TLS":       {Addr: s.addr, ReadTimeout: time.Second},
+	} {
+		o.MaxRetries, o.DialerRetries = -1, 1
+		bad := redis.NewClient(o)
+		c := newCounting(t, bad, "over-tls", Options{Capacity: 100})
+		_, err := c.Add(ctx, "x")
+		if err == nil || !strings.HasPrefix(err.Error(), "rbloom: ") {
+			t.Errorf("%s: Add = %v, want an rbloom error", name, err)
+		}
+		t.Logf("%s: %v", name, err)
+		bad.Close()
+	}
+}
+
+// TestErrorsHideSecrets makes every call with clients whose password is
+// wrong, refused, or never sent (the server is unreachable, or its TLS
+// certificate is not trusted), and checks that no error shows the password,
+// raw or URL-escaped.
+func TestErrorsHideSecrets(t *testing.T) {
+	const secret = "Pw-4x!sEcReT/9:@"
+	addr := rbloomtest.StartRedis(t, "--requirepass", "default-right")
+	admin := redis.NewClient(&redis.Options{Addr: addr, Password: "default-right"})
+	defer admin.Close()
+	// "limited" knows the secret but may only PING; "app" has another password.
+	for _, rule := range [][]any{
+		{"ACL", "SETUSER", "limited", "on", ">" + secret, "~*", "+ping"},
+		{"ACL", "SETUSER", "app", "on", ">other-password", "~*", "+@all"},
+	} {
+		if err := admin.Do(ctx, rule...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tlsAddr := startTLSRedis(t, "--requirepass", secret).addr
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+
+	clients := []struct {
+		name string
+		o    redis.Options
+	}{
+		{"wrong default password", redis.Options{Addr: addr, Password: secret}},
+		{"wrong user password", redis.Options{Addr: addr, Username: "app", Password: secret}},
+		{"unknown user", redis.Options{Addr: addr, Username: "nobody", Password: secret}},
+		{"right password, no permission", redis.Options{Addr: addr, Username: "limited", Password: secret}},
+		{"connection refused", redis.Options{Addr: closed, Password: secret, DialerRetries: 1}},
+		{"untrusted TLS certificate", redis.Options{Addr: tlsAddr, Password: secret, TLSConfig: &tls.Config{}, DialerRetries: 1}},
+		{"plain to a TLS port", redis.Options{Addr: tlsAddr, Password: secret, ReadTimeout: time.Second}},
+	}
+	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret), strconv.Quote(secret), "sEcReT"}
+	for _, cl := range clients {
+		cl.o.MaxRetries = -1
+		rdb := redis.NewClient(&cl.o)
+		c := newCounting(t, rdb, "f", Options{Capacity: 100, Partitions: 2})
+		calls := map[string]func() error{
+			"Add":        func() error { _, err := c.Add(ctx, "a"); return err },
+			"AddMany":    func() error { _, err := c.AddMany(ctx, []string{"a", "b"}); return err },
+			"AddOnce":    func() error { _, err := c.AddOnce(ctx, "a", "id"); return err },
+			"Remove":     func() error { _, err := c.Remove(ctx, "a"); return err },
+			"RemoveMany": func() error { _, err := c.RemoveMany(ctx, []string{"a"}); return err },
+			"Test":       func() error { _, err := c.Test(ctx, "a"); return err },
+			"Count":      func() error { _, err := c.Count(ctx, "a"); return err },
+			"Create":     func() error { return c.Create(ctx) },
+			"Info":       func() error { _, err := c.Info(ctx); return err },
+			"Drop":       func() error { return c.Drop(ctx) },
+			"Open":       func() error { _, err := Open(ctx, rdb, "f"); return err },
+		}
+		for _, name := range sortedKeys(calls) {
+			err := calls[name]()
+			if err == nil {
+				t.Errorf("%s: %s succeeded", cl.name, name)
+				continue
+			}
+			for _, text := range []string{err.Error(), fmt.Sprintf("%+v", err), fmt.Sprintf("%#v", err)} {
+				for _, form := range forms {
+					if strings.Contains(text, form) {
+						t.Errorf("%s: %s error shows the password (%q): %s", cl.name, name, form, text)
+					}
+				}
+			}
+			if name == "Add" {
+				t.Logf("%s: %v", cl.name, err)
+			}
+		}
+		rdb.Close()
+	}
+}
+
+// TestInfoFailsWithoutAuth: when a connection cannot authenticate, go-redis
+// returns the error from Exec but leaves each command of the pipeline
+// without one (it stamps only errors that are not Redis replies). Info
+// used to read only the commands' errors, and answered that the filter did
+// not exist.
+func TestInfoFailsWithoutAuth(t *testing.T) {
+	addr := rbloomtest.StartRedis(t, "--requirepass", "right")
+	admin := redis.NewClient(&redis.Options{Addr: addr, Password: "right"})
+	defer admin.Close()
+	must(newCounting(t, admin, "f", Options{Capacity: 100}).Add(ctx, "a"))
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Password: "wrong", MaxRetries: -1})
+	defer rdb.Close()
+	in, err := newCounting(t, rdb, "f", Options{Capacity: 100}).Info(ctx)
+	if err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("Info with a refused password = %+v, nil error; want the WRONGPASS error", in)
+	}
+}
+
+// TestWriteErrorKeepsCause: runScripts used to ignore the error of
+// pipe.Exec too, so a write on a connection that could not authenticate
+// failed with "unexpected type=<nil> for String" instead of the reason.
+func TestWriteErrorKeepsCause(t *testing.T) {
+	addr := rbloomtest.StartRedis(t, "--requirepass", "right")
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Password: "wrong", MaxRetries: -1})
+	defer rdb.Close()
+	c := newCounting(t, rdb, "f", Options{Capacity: 100})
+	for name, call := range map[string]func() error{
+		"Add":        func() error { _, err := c.Add(ctx, "a"); return err },
+		"AddMany":    func() error { _, err := c.AddMany(ctx, []string{"a", "b"}); return err },
+		"AddOnce":    func() error { _, err := c.AddOnce(ctx, "a", "id"); return err },
+		"Remove":     func() error { _, err := c.Remove(ctx, "a"); return err },
+		"RemoveMany": func() error { _, err := c.RemoveMany(ctx, []string{"a", "b"}); return err },
+		"Create":     func() error { return c.Create(ctx) },
+	} {
+		if err := call(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+			t.Errorf("%s with a refused password: %v, want the WRONGPASS error", name, err)
+		}
+	}
+}
