@@ -1,0 +1,52 @@
+package rbloom
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client-side costs: hashing an item, and building the arguments of the
+// script calls of a batch. go test -run '^$' -bench . -benchmem
+
+func BenchmarkLocate(b *testing.B) {
+	buf := make([]uint64, 0, MaxHashes)
+	for b.Loop() {
+		locate(buf[:0], "user:1234567", 7, 9_585_059, 1)
+	}
+}
+
+func BenchmarkBatchArgs(b *testing.B) {
+	c, err := NewCounting(redis.NewClient(&redis.Options{}), "bench", Options{Capacity: 1_000_000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	items := make([]string, 1000)
+	for i := range items {
+		items[i] = fmt.Sprint("user:", i)
+	}
+	for _, op := range []string{"add", "remove"} {
+		args := c.f.addArgs(opKeepMS)
+		if op == "remove" {
+			args = c.f.removeArgs(opKeepMS)
+		}
+		b.Run(op, func(b *testing.B) {
+			perCall := maxCallSlots / c.f.h.k
+			for b.Loop() {
+				for p, group := range c.f.byPartition(items) {
+					for lo := 0; lo < len(group); lo += perCall {
+						args(c.f.parts[p], items, group[lo:min(lo+perCall, len(group))])
+					}
+				}
+			}
+			b.ReportMetric(float64(testing.AllocsPerRun(10, func() {
+				for p, group := range c.f.byPartition(items) {
+					for lo := 0; lo < len(group); lo += perCall {
+						args(c.f.parts[p], items, group[lo:min(lo+perCall, len(group))])
+					}
+				}
+			}))/float64(len(items)), "allocs/item")
+		})
+	}
+}
