@@ -44,7 +44,12 @@ func (f *filter) rebuild(ctx context.Context, fill func(add func(items []string)
 		return errors.Join(fmt.Errorf("rbloom: rebuild %s: %w", f.name, err),
 			f.rebuildStep(context.WithoutCancel(ctx), "abort"))
 	}
-	return f.rebuildStep(ctx, "switch")
+	if err := f.rebuildStep(ctx, "switch"); err != nil {
+		// Some partitions may have switched: abort leaves those alone (no
+		// copy, no mark) and unmarks the others, ending the writes to both.
+		return errors.Join(err, f.rebuildStep(context.WithoutCancel(ctx), "abort"))
+	}
+	return nil
 }
 
 // rebuildStep runs rebuild.lua's action on every partition, in one round
