@@ -2,21 +2,11 @@ package rbloom
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -310,164 +300,12 @@ func TestScriptErrorIsNotWrongType(t *testing.T) {
 	}
 }
 
-// tlsServer is a redis-server that accepts TLS connections only.
-type tlsServer struct {
-	addr   string
-	roots  *x509.CertPool // trusts the server's certificate
-	caFile string         // the CA certificate, PEM
-}
-
-// startTLSRedis makes a CA and a certificate for 127.0.0.1 signed by it,
-// and starts redis-server with --port 0 and --tls-port on a free port,
-// without client certificates. rbloomtest.StartRedis cannot: it waits for
-// a PING on the plain port.
-func startTLSRedis(t *testing.T, args ...string) *tlsServer {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server not found on PATH ($CI is set)")
-		}
-		t.Skip("redis-server not found on PATH: install it to run this test")
-	}
-	dir := t.TempDir()
-	s := &tlsServer{roots: x509.NewCertPool(), caFile: filepath.Join(dir, "ca.crt")}
-	caCert, caKey := makeCert(t, nil, nil, s.caFile, "")
-	s.roots.AddCert(caCert)
-	certFile, keyFile := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
-	makeCert(t, caCert, caKey, certFile, keyFile)
-
-	for attempt := 0; ; attempt++ {
-		stop, log, err := launchTLSRedis(bin, dir, s, certFile, keyFile, attempt, args)
-		if err == nil {
-			t.Cleanup(stop)
-			return s
-		}
-		if !strings.Contains(log, "Address already in use") || attempt == 4 {
-			t.Fatalf("redis-server with TLS: %v; its log:\n%s", err, log)
-		}
-	}
-}
-
-// launchTLSRedis makes one attempt of startTLSRedis, on a free port that
-// it sets in s.addr. On failure the server is gone and log is its log.
-func launchTLSRedis(bin, dir string, s *tlsServer, certFile, keyFile string, attempt int, args []string) (stop func(), log string, err error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, "", err
-	}
-	s.addr = l.Addr().String()
-	l.Close()
-	_, port, _ := net.SplitHostPort(s.addr)
-	logPath := filepath.Join(dir, fmt.Sprintf("redis-%d.log", attempt))
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, "", err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin, append([]string{"--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir,
-		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", s.caFile,
-		"--tls-auth-clients", "no"}, args...)...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return nil, "", err
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	stop = func() { cmd.Process.Kill(); <-exited }
-	readLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if tlsPing(s.addr, s.roots) {
-			return stop, "", nil
-		}
-		select {
-		case <-exited:
-			return nil, readLog(), errors.New("redis-server exited")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	stop()
-	return nil, readLog(), errors.New("no answer over TLS within 10s")
-}
-
-// tlsPing reports whether a TLS server at addr, verified with roots,
-// answers PING (or NOAUTH).
-func tlsPing(addr string, roots *x509.CertPool) bool {
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{RootCAs: roots})
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	buf := make([]byte, 64)
-	n, _ := conn.Read(buf)
-	return strings.HasPrefix(string(buf[:n]), "+PONG") || strings.HasPrefix(string(buf[:n]), "-NOAUTH")
-}
-
-// makeCert writes a certificate (PEM) to certFile and its key to keyFile
-// and returns them: a self-signed CA when parent is nil, else a server
-// certificate for 127.0.0.1 and localhost signed by parent. Both ECDSA
-// P-256, valid for a day.
-func makeCert(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, certFile, keyFile string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-	}
-	if parent == nil {
-		tmpl.Subject = pkix.Name{CommonName: "rbloom test CA"}
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign
-		parent, parentKey = tmpl, key
-	} else {
-		tmpl.Subject = pkix.Name{CommonName: "127.0.0.1"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if keyFile != "" {
-		pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return cert, key
-}
-
 // TestTLS runs the whole API over TLS to a server that has no plain port,
 // and checks that a client that does not trust the server's CA, or that
 // does not speak TLS, gets an error rather than a connection.
 func TestTLS(t *testing.T) {
-	s := startTLSRedis(t)
-	rdb := redis.NewClient(&redis.Options{Addr: s.addr, TLSConfig: &tls.Config{RootCAs: s.roots, MinVersion: tls.VersionTLS12}})
+	s := rbloomtest.StartTLSRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, TLSConfig: &tls.Config{RootCAs: s.RootCAs, MinVersion: tls.VersionTLS12}})
 	defer rdb.Close()
 	if err := exerciseAll(ctx, rdb, "over-tls"); err != nil {
 		t.Fatalf("over TLS: %v", err)
@@ -480,9 +318,9 @@ func TestTLS(t *testing.T) {
 	}
 
 	for name, o := range map[string]*redis.Options{
-		"untrusted CA": {Addr: s.addr, TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12}},
-		"wrong name":   {Addr: s.addr, TLSConfig: &tls.Config{RootCAs: s.roots, ServerName: "redis.example"}},
-		"no TLS":       {Addr: s.addr, ReadTimeout: time.Second},
+		"untrusted CA": {Addr: s.Addr, TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12}},
+		"wrong name":   {Addr: s.Addr, TLSConfig: &tls.Config{RootCAs: s.RootCAs, ServerName: "redis.example"}},
+		"no TLS":       {Addr: s.Addr, ReadTimeout: time.Second},
 	} {
 		o.MaxRetries, o.DialerRetries = -1, 1
 		bad := redis.NewClient(o)
@@ -514,7 +352,7 @@ func TestErrorsHideSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tlsAddr := startTLSRedis(t, "--requirepass", secret).addr
+	tlsAddr := rbloomtest.StartTLSRedis(t, "--requirepass", secret).Addr
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 // Package rbloomtest is test support for code that keeps counters in Redis
 // with BITFIELD, as rbloom does.
 //
-// It gives three kinds of server to test against, and a way to break the
+// It gives four kinds of server to test against, and a way to break the
 // network between them and a client:
 //
 //   - NewMiniredis starts an in-process miniredis with BITFIELD and
@@ -10,6 +10,8 @@
 //     from a Lua script.
 //   - StartRedis starts a real redis-server for the test, and skips the test
 //     when it is not installed (fails it instead when $CI is set).
+//   - StartTLSRedis starts a real redis-server that speaks TLS only, with a
+//     certificate from a CA made for the test.
 //   - StartCluster starts a real Redis Cluster of masters on loopback, and
 //     can move a slot between masters while clients keep working.
 //   - NewProxy puts a TCP proxy between a client and a server that drops

@@ -2,21 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -75,130 +65,14 @@ func child(t *testing.T, env []string, args ...string) result {
 	return result{code, stdout.String(), stderr.String()}
 }
 
-// tlsRedis is a redis-server that accepts TLS connections only.
-type tlsRedis struct {
-	addr   string
-	caFile string // the CA that signed its certificate, PEM
-}
-
-// startTLSRedis makes a CA and a certificate for 127.0.0.1 signed by it and
-// starts redis-server with --port 0 and --tls-port on a free port, without
-// client certificates; args come after. (rbloomtest.StartRedis waits for a
-// PING on the plain port, so it cannot.)
-func startTLSRedis(t *testing.T, args ...string) *tlsRedis {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("redis-server not found on PATH ($CI is set)")
-		}
-		t.Skip("redis-server not found on PATH: install it to run this test")
-	}
-	dir := t.TempDir()
-	s := &tlsRedis{caFile: filepath.Join(dir, "ca.crt")}
-	caCert, caKey := writeCert(t, nil, nil, s.caFile, "")
-	certFile, keyFile := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
-	writeCert(t, caCert, caKey, certFile, keyFile)
-	for attempt := 0; ; attempt++ {
-		s.addr = closedPort(t)
-		_, port, _ := net.SplitHostPort(s.addr)
-		logPath := filepath.Join(dir, fmt.Sprintf("redis-%d.log", attempt))
-		logFile, err := os.Create(logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, append([]string{"--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", s.caFile,
-			"--tls-auth-clients", "no"}, args...)...)
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		logFile.Close()
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		stop := func() { cmd.Process.Kill(); <-exited }
-		// The server is up when its port accepts connections.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if conn, err := net.DialTimeout("tcp", s.addr, time.Second); err == nil {
-				conn.Close()
-				t.Cleanup(stop)
-				return s
-			}
-			select {
-			case <-exited:
-			default:
-				if time.Now().Before(deadline) {
-					continue
-				}
-				stop()
-			}
-			break
-		}
-		log, _ := os.ReadFile(logPath)
-		if !strings.Contains(string(log), "Address already in use") || attempt == 4 {
-			t.Fatalf("redis-server with TLS did not start:\n%s", log)
-		}
-	}
-}
-
-// writeCert writes a certificate (PEM) to certFile and its key to keyFile:
-// a self-signed CA when parent is nil, else a server certificate for
-// 127.0.0.1 signed by parent. ECDSA P-256, valid for a day.
-func writeCert(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, certFile, keyFile string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: serial, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
-	if parent == nil {
-		tmpl.Subject = pkix.Name{CommonName: "rbloom test CA"}
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageCRLSign
-		parent, parentKey = tmpl, key
-	} else {
-		tmpl.Subject = pkix.Name{CommonName: "127.0.0.1"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if keyFile != "" {
-		pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return cert, key
-}
-
 // TestTLSURL runs rbloom against a Redis that speaks TLS only, with
 // REDIS_URL=rediss://127.0.0.1:PORT: trusting the server's private CA
 // through SSL_CERT_FILE, refusing the server without it, and (insecurely)
 // accepting it with ?skip_verify=true.
 func TestTLSURL(t *testing.T) {
-	s := startTLSRedis(t, "--requirepass", "tls-pw")
-	u := "rediss://:tls-pw@" + s.addr
-	trusted := []string{"SSL_CERT_FILE=" + s.caFile, "REDIS_URL=" + u}
+	s := rbloomtest.StartTLSRedis(t, "--requirepass", "tls-pw")
+	u := "rediss://:tls-pw@" + s.Addr
+	trusted := []string{"SSL_CERT_FILE=" + s.CAFile, "REDIS_URL=" + u}
 	steps := []struct {
 		args []string
 		code int
@@ -222,13 +96,13 @@ func TestTLSURL(t *testing.T) {
 
 	// Without the CA: the system's roots do not know it.
 	r := child(t, []string{"REDIS_URL=" + u}, "test", "f", "a")
-	r.fails(t, "connect to Redis at "+s.addr, "certificate signed by unknown authority")
+	r.fails(t, "connect to Redis at "+s.Addr, "certificate signed by unknown authority")
 	// And in this process too, through the usual helper.
 	rb(t, u+fastFail, "", "test", "f", "a").fails(t, "certificate signed by unknown authority")
 	// skip_verify turns verification off: it works, and trusts anyone.
 	rb(t, u+"?skip_verify=true", "", "test", "f", "a").fails(t, `no filter named "f"`)
 	// A plain redis:// URL to the TLS port fails rather than hangs.
-	rb(t, "redis://:tls-pw@"+s.addr+"?max_retries=-1&read_timeout=2s", "", "test", "f", "a").fails(t, "connect to Redis at "+s.addr)
+	rb(t, "redis://:tls-pw@"+s.Addr+"?max_retries=-1&read_timeout=2s", "", "test", "f", "a").fails(t, "connect to Redis at "+s.Addr)
 	if strings.Contains(r.stderr, "tls-pw") {
 		t.Errorf("the password shows: %q", r.stderr)
 	}
@@ -294,7 +168,7 @@ func TestErrorsHideRealPasswords(t *testing.T) {
 	admin := redis.NewClient(&redis.Options{Addr: addr, Password: "right"})
 	defer admin.Close()
 	admin.Do(context.Background(), "ACL", "SETUSER", "weak", "on", ">"+secret, "~*", "+ping")
-	tlsAddr := startTLSRedis(t, "--requirepass", secret).addr
+	tlsAddr := rbloomtest.StartTLSRedis(t, "--requirepass", secret).Addr
 	for _, c := range []struct{ url, want string }{
 		{"redis://:" + esc + "@" + addr, "WRONGPASS"},
 		{"redis://other:" + esc + "@" + addr, "WRONGPASS"},
