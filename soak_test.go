@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -22,11 +23,12 @@ import (
 	"github.com/rbloom/rbloom/rbloomtest"
 )
 
-var soakFor = flag.Duration("soak", 0, "how long TestSoak runs: go test -run TestSoak -soak=5m (default 20s, 2s with -short)")
+var soakFor = flag.Duration("soak", 0, "how long TestSoak runs: go test -run TestSoak -soak=5m (default 20s, 1m under CI, 2s with -short)")
 
 // TestSoak has 32 goroutines share one client (go-redis's default pool) and
 // add, test and remove overlapping items on a filter of 4 partitions, one
-// call or a batch at a time, for 20 seconds (-soak sets another time). Each
+// call or a batch at a time, for 20 seconds, a minute under CI (-soak sets
+// another time). Each
 // goroutine keeps its own multiset of what it added and not yet removed, and
 // checks as it goes that none of those items tests false; their sum is the
 // model. At the end every counter equals the model, no held item tests
@@ -35,6 +37,9 @@ func TestSoak(t *testing.T) {
 	d := *soakFor
 	if d == 0 {
 		d = 20 * time.Second
+		if os.Getenv("CI") != "" {
+			d = time.Minute
+		}
 		if testing.Short() {
 			d = 2 * time.Second
 		}
