@@ -18,9 +18,10 @@
 // is never decremented again. That keeps the promise at the cost of items
 // that can no longer be removed from it; rebuild the filter to clear them.
 //
-// A filter is one Redis string: a 64-byte header holding its parameters,
-// then the slots. The first write creates it; reading a filter that does not
-// exist reads an empty filter. Values of *Counting and *Classic hold no
+// A filter is one or more Redis strings, its partitions, each a 64-byte
+// header holding the parameters, then the slots; an item lives in one
+// partition. The first write creates the filter; reading a filter that does
+// not exist reads an empty filter (unless Options.MustExist is set). Values of *Counting and *Classic hold no
 // state of their own and are safe for concurrent use by multiple goroutines.
 package rbloom
 
@@ -41,7 +42,8 @@ var _ Filter = (*Counting)(nil)
 // validates its arguments and does not contact Redis: the first write
 // creates the filter, and a write to an existing filter of other parameters
 // fails with ErrParamsMismatch. Names may not contain braces or control
-// characters; the filter's key is "rbloom:{name}".
+// characters; the filter's keys are "rbloom:{name}" and, with several
+// partitions, "rbloom:{name/j}" (see partition.go).
 func NewCounting(rdb redis.UniversalClient, name string, o Options) (*Counting, error) {
 	f, err := newFilter(rdb, name, ModeCounting, o)
 	if err != nil {

@@ -6,7 +6,8 @@ import (
 	"math"
 )
 
-// A filter is one Redis string: a fixed 64-byte header followed by the slots.
+// A filter partition is one Redis string: a fixed 64-byte header followed
+// by the slots.
 // Keeping the parameters in the same string as the data means a single
 // GETRANGE checks both, a script compares them before it writes, and the two
 // can never drift apart (a DEL removes both).

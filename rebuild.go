@@ -22,7 +22,8 @@ func copyKey(key string) string { return key + ":next" }
 // rebuild fills a fresh copy of f with the items fill adds, then puts it in
 // f's place. Writes made meanwhile go to both.
 func (f *filter) rebuild(ctx context.Context, fill func(add func(items []string) error) error) error {
-	next := &filter{rdb: f.rdb, name: f.name, h: f.h, ttl: f.ttl, onceWindow: f.onceWindow, repl: f.repl}
+	next := *f // the same filter, at the keys of the copies
+	next.parts = nil
 	for _, p := range f.parts {
 		next.parts = append(next.parts, part{key: copyKey(p.key), head: p.head})
 	}
