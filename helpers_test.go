@@ -2,6 +2,7 @@ package rbloom
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -94,4 +95,56 @@ func dump(t testing.TB, rdb redis.UniversalClient) map[string]string {
 		}
 	}
 	return out
+}
+
+// checkHeld compares the filter with the model of writers that each kept
+// the multiset of items they added and did not remove: every counter must
+// equal the sum of the multisets (which must stay below 15, where counters
+// stop being exact), and no item held may test false. It returns the sum of
+// the multisets and the largest counter.
+func checkHeld(t *testing.T, rdb redis.UniversalClient, f *filter, multisets ...map[string]int) (map[string]int, int) {
+	t.Helper()
+	total := map[string]int{}
+	want := make([]int, f.h.m*uint64(len(f.parts)))
+	for _, held := range multisets {
+		for item, n := range held {
+			total[item] += n
+			for _, s := range globalSlots(f, item) {
+				want[s] += n
+			}
+		}
+	}
+	if largest := slices.Max(want); largest >= 15 {
+		t.Fatalf("the workload saturated a counter (%d): the exact check needs fewer items", largest)
+	}
+	if got := slotValues(t, rdb, f); !slices.Equal(got, want) {
+		diff := 0
+		for i := range got {
+			if got[i] != want[i] {
+				if diff < 10 {
+					t.Errorf("counter %d = %d, want %d", i, got[i], want[i])
+				}
+				diff++
+			}
+		}
+		t.Fatalf("%d counters differ from the model", diff)
+	}
+	var items []string
+	for item, n := range total {
+		if n == 0 {
+			delete(total, item)
+			continue
+		}
+		items = append(items, item)
+	}
+	tested, err := (&Counting{f}).TestMany(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range tested {
+		if !ok {
+			t.Errorf("false negative: %q is held %d times but tests false", items[i], total[items[i]])
+		}
+	}
+	return total, slices.Max(want)
 }
