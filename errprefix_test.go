@@ -294,9 +294,8 @@ func TestScriptErrorCodes(t *testing.T) {
 
 	addPrefix := c.f.addArgs(opKeepMS)(c.f.parts[0], nil, nil)
 	removePrefix := c.f.removeArgs(opKeepMS)(c.f.parts[0], nil, nil)
-	slot := func(op, value string, offset any) []any { return []any{op, "u4", offset, value} }
-	good := append(slot("INCRBY", "1", headerBits), slot("INCRBY", "1", headerBits+4)...) // k = 2
-	dec := append(slot("INCRBY", "-1", headerBits), slot("INCRBY", "-1", headerBits+4)...)
+	good := []any{headerBits, headerBits + 4} // k = 2
+	dec := good
 	type call struct {
 		script *redis.Script
 		key    string
@@ -308,23 +307,22 @@ func TestScriptErrorCodes(t *testing.T) {
 		return args
 	}
 	calls := map[string]call{
-		"bad header":      {addScript, c.f.parts[0].key, with(addPrefix, 0, "x", good...)},
-		"bad TTL":         {addScript, c.f.parts[0].key, with(addPrefix, 1, "-1", good...)},
-		"bad keep":        {addScript, c.f.parts[0].key, with(addPrefix, 2, "0", good...)},
-		"bad offset":      {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), append(slot("INCRBY", "1", 8), good[4:]...)...)},
-		"half a slot":     {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), "INCRBY", "u4")},
-		"hex offset":      {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), append(slot("INCRBY", "1", "0x200"), good[4:]...)...)},
-		"mismatch":        {addScript, c.f.parts[0].key, append(mismatched.f.addArgs(opKeepMS)(mismatched.f.parts[0], nil, nil), good...)},
-		"not a filter":    {addScript, keyOf("plain"), append(slices.Clone(addPrefix), good...)},
-		"wrong type":      {addScript, keyOf("list"), append(slices.Clone(addPrefix), good...)},
-		"damaged":         {addScript, keyOf("long"), append(slices.Clone(addPrefix), good...)},
-		"remove classic":  {removeScript, c.f.parts[0].key, with(removePrefix, 0, header{mode: ModeClassic, k: 2, m: 100, partitions: 1}.encode(), dec...)},
-		"remove bad keep": {removeScript, c.f.parts[0].key, with(removePrefix, 1, "x", dec...)},
-		"remove offset":   {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), append(slot("INCRBY", "-1", 1<<20), dec[4:]...)...)},
-		"remove increment": {removeScript, c.f.parts[0].key,
-			append(slices.Clone(removePrefix), append(slot("INCRBY", "1", headerBits), dec[4:]...)...)},
-		"remove mismatch": {removeScript, c.f.parts[0].key, append(mismatched.f.removeArgs(opKeepMS)(mismatched.f.parts[0], nil, nil), dec...)},
-		"remove on list":  {removeScript, keyOf("list"), append(slices.Clone(removePrefix), dec...)},
+		"bad header":        {addScript, c.f.parts[0].key, with(addPrefix, 0, "x", good...)},
+		"bad TTL":           {addScript, c.f.parts[0].key, with(addPrefix, 1, "-1", good...)},
+		"bad keep":          {addScript, c.f.parts[0].key, with(addPrefix, 2, "0", good...)},
+		"bad offset":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), 8, good[1])},
+		"half an item":      {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), good[0])},
+		"hex offset":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), "0x200", good[1])},
+		"mismatch":          {addScript, c.f.parts[0].key, append(mismatched.f.addArgs(opKeepMS)(mismatched.f.parts[0], nil, nil), good...)},
+		"not a filter":      {addScript, keyOf("plain"), append(slices.Clone(addPrefix), good...)},
+		"wrong type":        {addScript, keyOf("list"), append(slices.Clone(addPrefix), good...)},
+		"damaged":           {addScript, keyOf("long"), append(slices.Clone(addPrefix), good...)},
+		"remove classic":    {removeScript, c.f.parts[0].key, with(removePrefix, 0, header{mode: ModeClassic, k: 2, m: 100, partitions: 1}.encode(), dec...)},
+		"remove bad keep":   {removeScript, c.f.parts[0].key, with(removePrefix, 1, "x", dec...)},
+		"remove offset":     {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), 1<<20, dec[1])},
+		"remove misaligned": {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), headerBits+2, dec[1])},
+		"remove mismatch":   {removeScript, c.f.parts[0].key, append(mismatched.f.removeArgs(opKeepMS)(mismatched.f.parts[0], nil, nil), dec...)},
+		"remove on list":    {removeScript, keyOf("list"), append(slices.Clone(removePrefix), dec...)},
 	}
 	before := dump(t, rdb)
 	code := regexp.MustCompile(`^RBLOOM_[A-Z]+ `)

@@ -153,16 +153,15 @@ func chunks(n, size int, fn func(lo, hi int) error) error {
 	return nil
 }
 
-// Constant script arguments, boxed once rather than per slot.
+// Constant BITFIELD_RO arguments, boxed once rather than per slot.
 var (
-	argIncrby, argSet, argGet any = "INCRBY", "SET", "GET"
-	argU4, argU1              any = "u4", "u1"
-	argOne, argMinusOne       any = "1", "-1"
+	argGet       any = "GET"
+	argU4, argU1 any = "u4", "u1"
 )
 
-// slotArgs appends, for the items at positions at, k groups each of op,
-// type, bit offset and, when value is not nil, value.
-func (f *filter) slotArgs(args []any, items []string, at []int, op, value any) []any {
+// getArgs appends, for the items at positions at, a BITFIELD_RO GET of each
+// of their k slots.
+func (f *filter) getArgs(args []any, items []string, at []int) []any {
 	typ := argU4
 	if f.h.mode == ModeClassic {
 		typ = argU1
@@ -172,10 +171,21 @@ func (f *filter) slotArgs(args []any, items []string, at []int, op, value any) [
 	for _, i := range at {
 		_, slots := f.locate(buf[:0], items[i])
 		for _, slot := range slots {
-			args = append(args, op, typ, headerBits+slot*width)
-			if value != nil {
-				args = append(args, value)
-			}
+			args = append(args, argGet, typ, headerBits+slot*width)
+		}
+	}
+	return args
+}
+
+// offsetArgs appends, for the items at positions at, the bit offsets of
+// their k slots: the arguments add.lua and remove.lua take, one per slot.
+func (f *filter) offsetArgs(args []any, items []string, at []int) []any {
+	var buf [MaxHashes]uint64
+	width := f.h.mode.width()
+	for _, i := range at {
+		_, slots := f.locate(buf[:0], items[i])
+		for _, slot := range slots {
+			args = append(args, headerBits+slot*width)
 		}
 	}
 	return args

@@ -105,7 +105,7 @@ func (f *filter) sendReads(ctx context.Context, window []string, groups [][]int)
 			size: pipe.StrLen(ctx, key), exists: pipe.Exists(ctx, key)}
 		_ = chunks(len(group), perCall, func(a, b int) error {
 			args := make([]any, 0, 2+(b-a)*f.h.k*3)
-			args = f.slotArgs(append(args, "BITFIELD_RO", key), window, group[a:b], argGet, nil)
+			args = f.getArgs(append(args, "BITFIELD_RO", key), window, group[a:b])
 			cmd := redis.NewIntSliceCmd(ctx, args...)
 			_ = pipe.Process(ctx, cmd)
 			r.slots, r.answers = append(r.slots, cmd), append(r.answers, group[a:b])

@@ -152,25 +152,21 @@ func (f *filter) addArgs(keep string) func(p part, items []string, at []int) []a
 
 func (f *filter) addArgsCreating(keep string, mayCreate bool) func(p part, items []string, at []int) []any {
 	return func(p part, items []string, at []int) []any {
-		op := argIncrby
-		if f.h.mode == ModeClassic {
-			op = argSet
-		}
 		create := "0"
 		if mayCreate {
 			create = "1"
 		}
-		args := make([]any, 0, 4+len(at)*f.h.k*4)
+		args := make([]any, 0, 4+len(at)*f.h.k)
 		args = append(args, p.head, strconv.FormatInt(f.ttl.Milliseconds(), 10), keep, create)
-		return f.slotArgs(args, items, at, op, argOne)
+		return f.offsetArgs(args, items, at)
 	}
 }
 
 func (f *filter) removeArgs(keep string) func(p part, items []string, at []int) []any {
 	return func(p part, items []string, at []int) []any {
-		args := make([]any, 0, 2+len(at)*f.h.k*4)
+		args := make([]any, 0, 2+len(at)*f.h.k)
 		args = append(args, p.head, keep)
-		return f.slotArgs(args, items, at, argIncrby, argMinusOne)
+		return f.offsetArgs(args, items, at)
 	}
 }
 

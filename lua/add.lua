@@ -14,9 +14,9 @@
 -- ARGV[4]   '1' if this call may create KEYS[1], '0' if not (the client
 --           creates the partitions of a filter together, so that one that
 --           vanished alone is noticed rather than recreated empty)
--- ARGV[5..] k groups per item, one per slot: 'INCRBY' 'u4' <bit offset> '1'
---           (counting) or 'SET' 'u1' <bit offset> '1' (classic); none
---           creates the partition and adds nothing
+-- ARGV[5..] the bit offsets of each item's k slots, in decimal, item after
+--           item: a counter (u4) is incremented, saturating at 15, a bit
+--           (u1) is set. None creates the partition and adds nothing.
 -- Returns   one character per item: '1' if all its slots were non-zero
 --           before (it may already have been present), '0' otherwise;
 --           preceded by '+' when this call created the partition. '?' when
@@ -32,22 +32,20 @@ local keep = int(ARGV[3], 1, 2^50)
 if not ttl or not keep then return reject('ARGS', 'ARGV[2..3] are not durations in ms') end
 if ARGV[4] ~= '0' and ARGV[4] ~= '1' then return reject('ARGS', 'ARGV[4] is not 0 or 1') end
 local exists, head, err, copy
-exists, head = open(KEYS[1], f, ARGV[1])
+exists, head = open(KEYS[1], f)
 if exists == nil then return head end
-copy, err = copyOf(head, f, ARGV[1])
+copy, err = copyOf(head, f)
 if err then return err end
-local op, typ, zero = 'INCRBY', 'u4', 1 -- a counter at 0 comes back as 1
-if f.mode == 'b' then op, typ, zero = 'SET', 'u1', 0 end -- SET returns the old bit
-local n
-n, err = slots(f, 5, op, typ, '1')
-if not n then return err end
+local op, zero = 'INCRBY', 1 -- a counter at 0 comes back as 1
+if f.mode == 'b' then op, zero = 'SET', 0 end -- SET returns the old bit
+local bitfield, n = slots(f, 5, op, '1')
+if not bitfield then return n end -- n is the error reply
 if not exists and ARGV[4] == '0' then return '?' end
 
 -- The first reply is the item count kept in the header.
-local r = redis.call('BITFIELD', KEYS[1], 'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n, unpack(ARGV, 5))
-if copy then
-  redis.call('BITFIELD', copy, 'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n, unpack(ARGV, 5))
-end
+bitfield[6] = n
+local r = redis.call('BITFIELD', KEYS[1], unpack(bitfield))
+if copy then redis.call('BITFIELD', copy, unpack(bitfield)) end
 if not exists then
   -- Written after BITFIELD, which is the only call that can still fail.
   -- Bytes 25-32 hold the item count BITFIELD has just set.

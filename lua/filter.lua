@@ -7,7 +7,7 @@
 -- all of its arguments with them before its first write.
 
 local HEADER = 64
-local MAX_ARGS = 7000 -- unpack() fails past about 8000 values
+local MAX_SLOTS = 1500 -- 4 BITFIELD arguments each: unpack() fails past about 8000
 local RESERVED = string.rep('\0', 15) -- header bytes 50-64
 
 local function reject(code, msg)
@@ -21,42 +21,42 @@ local function int(s, lo, hi)
   return nil
 end
 
-local function be(s, i, j)
-  local v = 0
-  for p = i, j do v = v * 256 + string.byte(s, p) end
-  return v
-end
-
--- parse checks a header and returns its fields, or nil and why not.
+-- parse checks a header and returns its fields, or nil and why not. It
+-- runs on every write, so it reads bytes 1-24 with one string.byte.
 local function parse(h)
   if #h ~= HEADER or string.sub(h, 1, 6) ~= 'rbloom' then
     return nil, 'no rbloom header'
   end
-  if string.byte(h, 7) ~= 1 then
-    return nil, 'format version ' .. string.byte(h, 7) .. ', this script reads 1'
+  local _, _, _, _, _, _, version, mode, k, z1, z2, z3,
+    m1, m2, m3, m4, p1, p2, p3, p4, i1, i2, i3, i4 = string.byte(h, 1, 24)
+  if version ~= 1 then
+    return nil, 'format version ' .. version .. ', this script reads 1'
   end
-  if string.sub(h, 10, 12) ~= '\0\0\0' or string.sub(h, 50) ~= RESERVED then
+  if z1 + z2 + z3 ~= 0 or string.sub(h, 50) ~= RESERVED then
     return nil, 'reserved header bytes are not zero'
   end
-  local f = {mode = string.sub(h, 8, 8), k = string.byte(h, 9), m = be(h, 13, 16)}
-  f.width = (f.mode == 'c' and 4) or (f.mode == 'b' and 1) or nil
-  if not f.width then return nil, 'unknown mode' end
-  if f.k < 1 or f.k > 64 then return nil, 'k = ' .. f.k .. ' outside 1..64' end
-  if f.m < 1 or f.m * f.width > (512 * 1024 * 1024 - HEADER) * 8 then
-    return nil, 'm = ' .. f.m .. ' does not fit in a Redis string'
+  local m = ((m1 * 256 + m2) * 256 + m3) * 256 + m4
+  local parts = ((p1 * 256 + p2) * 256 + p3) * 256 + p4
+  local index = ((i1 * 256 + i2) * 256 + i3) * 256 + i4
+  local f = {k = k, m = m, ident = string.sub(h, 1, 24)}
+  if mode == 99 then f.mode, f.width = 'c', 4
+  elseif mode == 98 then f.mode, f.width = 'b', 1
+  else return nil, 'unknown mode' end
+  if k < 1 or k > 64 then return nil, 'k = ' .. k .. ' outside 1..64' end
+  if m < 1 or m * f.width > (512 * 1024 * 1024 - HEADER) * 8 then
+    return nil, 'm = ' .. m .. ' does not fit in a Redis string'
   end
-  local parts, index = be(h, 17, 20), be(h, 21, 24)
   if parts < 1 or parts > 1024 or index >= parts then
     return nil, 'partition ' .. index .. ' of ' .. parts
   end
-  f.size = HEADER + math.ceil(f.m * f.width / 8)
+  f.size = HEADER + math.ceil(m * f.width / 8)
   return f
 end
 
 -- open compares the filter stored at key with f, parsed from the header
 -- the caller expects. It returns true and the stored header if the filter
 -- exists, false if the key does not, or nil and an error reply.
-local function open(key, f, header)
+local function open(key, f)
   local head = redis.pcall('GETRANGE', key, 0, HEADER - 1)
   if type(head) == 'table' then
     -- Only WRONGTYPE says what the key holds; pass any other error on (an
@@ -72,7 +72,7 @@ local function open(key, f, header)
     end
     return false
   end
-  if string.sub(head, 1, 24) ~= string.sub(header, 1, 24) then
+  if string.sub(head, 1, 24) ~= f.ident then
     local have, why = parse(head)
     if not have then return nil, reject('NOTFILTER', key .. ': ' .. why) end
     return nil, reject('MISMATCH', key .. ' is ' .. have.mode .. ' m=' .. have.m ..
@@ -91,35 +91,52 @@ end
 -- rebuilt into it (header byte 49 is 1, set by rebuild.lua) and it holds a
 -- copy of the same identity: every write then goes to both. It returns nil
 -- otherwise, or nil and an error reply.
-local function copyOf(head, f, header)
+local function copyOf(head, f)
   if not head or string.byte(head, 49) ~= 1 then return nil end
-  local exists, res = open(KEYS[3], f, header)
+  local exists, res = open(KEYS[3], f)
   if exists == nil then return nil, res end -- res is an error reply
   if exists then return KEYS[3] end
   return nil
 end
 
--- slots checks ARGV[first..] as k groups per item of op, type, offset,
--- value, and returns the number of items, or nil and an error reply. Every
--- offset must be the first bit of one of the m slots, so that BITFIELD can
--- never grow the string or touch the header. Offsets that tonumber reads
--- but BITFIELD would not ("0x200", " 512") make the BITFIELD call itself
--- fail, before it writes anything. This loop is the hot path of every write:
--- globals are bound to locals, and nothing is allocated.
-local function slots(f, first, op, typ, value)
+-- slots checks ARGV[first..], the bit offsets of k slots per item, and
+-- returns the arguments of the one BITFIELD call that applies them, and the
+-- number of items; or nil and an error reply. The call starts by changing
+-- the item count kept in the header (bit 192) by 0, which the caller sets,
+-- under OVERFLOW SAT, which the caller may change; then comes op <type>
+-- <offset> value for each slot. Every offset must be the first bit of one of
+-- the m slots, so that BITFIELD can never grow the string or touch the
+-- header. Offsets that tonumber reads but BITFIELD would not ("0x200",
+-- " 512") make the BITFIELD call itself fail, before it writes anything.
+--
+-- The client sends one argument per slot rather than the four BITFIELD
+-- takes: Redis turns every argument into a Lua string before the script
+-- starts, and that costs more than this loop adding the other three. This
+-- loop is the hot path of every write: globals are bound to locals.
+local function slots(f, first, op, value)
   local a, num = ARGV, tonumber
   local last = #a
-  local n = last - first + 1
-  if n > MAX_ARGS or n % (4 * f.k) ~= 0 then
-    return nil, reject('ARGS', n .. ' slot arguments: not a multiple of ' .. 4 * f.k)
+  local count = last - first + 1
+  if count > MAX_SLOTS or count % f.k ~= 0 then
+    return nil, reject('ARGS', count .. ' slot offsets: not a multiple of k = ' .. f.k ..
+      ' up to ' .. MAX_SLOTS)
   end
-  local lo, hi, w = HEADER * 8, HEADER * 8 + (f.m - 1) * f.width, f.width
-  for i = first, last, 4 do
-    local o = num(a[i + 2])
-    if a[i] ~= op or a[i + 1] ~= typ or a[i + 3] ~= value
-      or not o or o < lo or o > hi or o % w ~= 0 then
-      return nil, reject('ARGS', 'ARGV[' .. i .. '..' .. (i + 3) .. '] is not a ' .. op .. ' of a slot')
+  local w = f.width
+  local typ = (w == 4) and 'u4' or 'u1'
+  local lo = HEADER * 8
+  local hi = lo + (f.m - 1) * w
+  local args, j = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, 0}, 6
+  for i = first, last do
+    local s = a[i]
+    local o = num(s)
+    if not o or o < lo or o > hi or o % w ~= 0 then
+      return nil, reject('ARGS', 'ARGV[' .. i .. '] is not the bit offset of a slot')
     end
+    args[j + 1] = op
+    args[j + 2] = typ
+    args[j + 3] = s
+    args[j + 4] = value
+    j = j + 4
   end
-  return n / (4 * f.k)
+  return args, count / f.k
 end

@@ -17,9 +17,9 @@ local action = ARGV[2]
 if action ~= 'begin' and action ~= 'switch' and action ~= 'abort' then
   return reject('ARGS', 'ARGV[2] is not begin, switch or abort')
 end
-local exists, head = open(KEYS[1], f, ARGV[1])
+local exists, head = open(KEYS[1], f)
 if exists == nil then return head end
-local copied, err = open(KEYS[2], f, ARGV[1])
+local copied, err = open(KEYS[2], f)
 if copied == nil then return err end
 
 if action == 'begin' then

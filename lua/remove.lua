@@ -10,7 +10,8 @@
 --           are removed from it too (where they are present)
 -- ARGV[1]   the partition's 64-byte header (only compared, never written)
 -- ARGV[2]   how long KEYS[2] is kept, in ms
--- ARGV[3..] k groups per item, one per counter: 'INCRBY' 'u4' <bit offset> '-1'
+-- ARGV[3..] the bit offsets of each item's k counters, in decimal, item
+--           after item
 -- Returns   one character per item: '1' removed, '0' definitely absent
 --           (nothing changed); '?' when KEYS[1] does not exist (nothing
 --           written: the client tells a new filter from a damaged one).
@@ -23,13 +24,12 @@ if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
 if f.mode ~= 'c' then return reject('ARGS', 'remove needs a counting filter') end
 local keep = int(ARGV[2], 1, 2^50)
 if not keep then return reject('ARGS', 'ARGV[2] is not a duration in ms') end
-local exists, head = open(KEYS[1], f, ARGV[1])
+local exists, head = open(KEYS[1], f)
 if exists == nil then return head end
-local copy, err = copyOf(head, f, ARGV[1])
+local copy, err = copyOf(head, f)
 if err then return err end
-local n
-n, err = slots(f, 3, 'INCRBY', 'u4', '-1')
-if not n then return err end
+local bitfield, n = slots(f, 3, 'INCRBY', '-1')
+if not bitfield then return n end -- n is the error reply
 if not exists then return '?' end
 local k, slotCount = f.k, n * f.k
 
@@ -41,7 +41,8 @@ local function removeFrom(key)
   -- OVERFLOW FAIL leaves a counter at 0 alone and answers nil (false in
   -- Lua); an answer of 14 means the counter was 15. Either sends us to the
   -- exact path.
-  local r = redis.call('BITFIELD', key, 'OVERFLOW', 'FAIL', 'INCRBY', 'i64', 192, -n, unpack(ARGV, 3))
+  bitfield[2], bitfield[6] = 'FAIL', -n
+  local r = redis.call('BITFIELD', key, unpack(bitfield))
   local exact = false
   for t = 2, slotCount + 1 do
     local v = r[t]
@@ -54,7 +55,7 @@ local function removeFrom(key)
   local undo = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n}
   local get = {}
   for t = 1, slotCount do
-    local o = ARGV[4 * t + 1]
+    local o = ARGV[t + 2]
     if r[t + 1] ~= false then
       undo[#undo + 1] = 'INCRBY'
       undo[#undo + 1] = 'u4'
@@ -75,13 +76,13 @@ local function removeFrom(key)
     local first, last = (i - 1) * k + 1, i * k
     local present = true
     for t = first, last do
-      if (now[ARGV[4 * t + 1]] or v[t]) == 0 then present = false break end
+      if (now[ARGV[t + 2]] or v[t]) == 0 then present = false break end
     end
     out[i] = present and '1' or '0'
     if present then
       removed = removed + 1
       for t = first, last do
-        local o = ARGV[4 * t + 1]
+        local o = ARGV[t + 2]
         local c = now[o] or v[t]
         -- c is 0 only when the item hits this counter more than once.
         if c > 0 and c < 15 then
