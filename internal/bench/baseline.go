@@ -20,7 +20,15 @@ var (
 	//go:embed lua/naive_add_batch.lua
 	naiveBatchLua    string
 	naiveBatchScript = redis.NewScript(naiveBatchLua)
+
+	//go:embed lua/relay.lua
+	relayLua    string
+	relayScript = redis.NewScript(relayLua)
 )
+
+// relaySlots is the number of slots per relay.lua call: as many as rbloom
+// puts in one script call (maxCallSlots in rbloom's filter.go).
+const relaySlots = 256
 
 // seedSetbit adds each item as the seed did: k SETBIT commands, each its
 // own round trip. p is a classic (1-bit) layout.
@@ -83,5 +91,29 @@ func naiveBatch(ctx context.Context, rdb *redis.Client, p plain, items []string,
 			args = slotArgs(args, p, item)
 		}
 		return naiveBatchScript.Run(ctx, rdb, keys, args...).Err()
+	})
+}
+
+// relay adds the items through relay.lua, relaySlots slots per call, the
+// calls of batch items in one pipeline: the library's batching and
+// arguments, with a script that does nothing but call BITFIELD.
+func relay(ctx context.Context, rdb *redis.Client, p plain, items []string, batch int) error {
+	keys := []string{p.key}
+	perCall := max(relaySlots/p.k, 1)
+	return chunks(items, batch, func(part []string) error {
+		pipe := rdb.Pipeline()
+		_ = chunks(part, perCall, func(call []string) error {
+			args := make([]any, 0, p.k*len(call))
+			var buf [64]uint64
+			for _, item := range call {
+				for _, off := range p.offsets(buf[:0], item) {
+					args = append(args, off)
+				}
+			}
+			relayScript.EvalSha(ctx, pipe, keys, args...)
+			return nil
+		})
+		_, err := pipe.Exec(ctx)
+		return err
 	})
 }

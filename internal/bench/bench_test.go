@@ -27,6 +27,7 @@ var wantRows = []struct{ id, name string }{
 	{"6", "limit: BITFIELD_RO GET u4"},
 	{"7a", "limit: BITFIELD SET u1"},
 	{"7b", "limit: BITFIELD_RO GET u1"},
+	{"5b", "bound: script with no checks"},
 	{"8a", "Counting.AddMany"},
 	{"8b", "Counting.TestMany"},
 	{"8c", "Counting.RemoveMany"},
@@ -72,7 +73,7 @@ func TestRunQuick(t *testing.T) {
 	perItem := func(float64) float64 { return 1 }
 	wantTrips := map[string]func(items float64) float64{
 		"1": func(float64) float64 { return 7 }, "2": perItem, "3": perItem, "4": perBatch(200),
-		"5": perBatch(1000), "6": perBatch(1000), "7a": perBatch(1000), "7b": perBatch(1000),
+		"5": perBatch(1000), "6": perBatch(1000), "7a": perBatch(1000), "7b": perBatch(1000), "5b": perBatch(1000),
 		"8a": perBatch(1000), "8b": perBatch(1000), "8c": perBatch(1000), "8d": perBatch(1000), "8e": perBatch(1000),
 		"9a": perItem, "9b": perItem, "9c": perItem, "9d": perItem, "9e": perItem, "10": perItem,
 	}

@@ -68,6 +68,7 @@ func (b *bench) rows() []*row {
 	pipeItems := b.source("pipe", c.SingleItems)
 	evalItems := b.source("eval", c.SingleItems)
 	batchItems := b.source("evalbatch", c.N)
+	relayItems := b.source("relay", c.N)
 	u4Items := b.source("u4", c.N)
 	u1Items := b.source("u1", c.N)
 	countingItems := b.source("counting", c.N)
@@ -138,6 +139,11 @@ func (b *bench) rows() []*row {
 				return naiveBatch(ctx, b.rdb, b.naive, items, c.ScriptBatch)
 			}},
 		incrU4, getU4, setU1, getU1,
+		{id: "5b", name: fmt.Sprintf("bound: script with no checks, %d slots per EVALSHA, %s per flush", relaySlots, count(c.Batch)),
+			vs: incrU4, items: relayItems,
+			do: func(ctx context.Context, items []string) error {
+				return relay(ctx, b.rdb, b.relay, items, c.Batch)
+			}},
 		{id: "8a", name: "Counting.AddMany, " + perCall, vs: incrU4, lib: true, items: countingItems,
 			do: func(ctx context.Context, items []string) error {
 				return chunks(items, c.Batch, func(part []string) error {

@@ -23,6 +23,7 @@ const (
 	keyLimitU1   = "rbloom-bench:limit-u1"
 	keySeed      = "rbloom-bench:seed"
 	keyNaive     = "rbloom-bench:naive"
+	keyRelay     = "rbloom-bench:relay"
 )
 
 // bench is one run: the client, the filters and the plain keys.
@@ -42,6 +43,7 @@ type bench struct {
 	u1    plain // limits of the classic filter's rows
 	seed  plain // the seed's SETBIT rows
 	naive plain // the naive Lua rows
+	relay plain // the relay.lua row
 
 	srv  *serverWatch
 	lat  *latencies
@@ -154,12 +156,13 @@ func (b *bench) setup(ctx context.Context) error {
 	b.u1 = plain{key: keyLimitU1, k: b.k, m: b.m, width: 1}
 	b.seed = plain{key: keySeed, k: b.k, m: b.m, width: 1}
 	b.naive = plain{key: keyNaive, k: b.k, m: b.m, width: 4}
-	for _, p := range []plain{b.u4, b.u1, b.seed, b.naive} {
+	b.relay = plain{key: keyRelay, k: b.k, m: b.m, width: 4}
+	for _, p := range []plain{b.u4, b.u1, b.seed, b.naive, b.relay} {
 		if err := b.rdb.SetRange(ctx, p.key, p.size()-1, "\x00").Err(); err != nil {
 			return err
 		}
 	}
-	for _, s := range []*redis.Script{naiveAddScript, naiveBatchScript} {
+	for _, s := range []*redis.Script{naiveAddScript, naiveBatchScript, relayScript} {
 		if err := s.Load(ctx, b.rdb).Err(); err != nil {
 			return err
 		}
@@ -203,7 +206,7 @@ func (b *bench) deleteKeys(ctx context.Context) error {
 	if err := b.classic.Drop(ctx); err != nil {
 		return err
 	}
-	if err := b.rdb.Del(ctx, keyLimitU4, keyLimitU1, keySeed, keyNaive).Err(); err != nil {
+	if err := b.rdb.Del(ctx, keyLimitU4, keyLimitU1, keySeed, keyNaive, keyRelay).Err(); err != nil {
 		return err
 	}
 	for _, name := range []string{countingName, classicName} {
