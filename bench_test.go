@@ -26,27 +26,27 @@ func BenchmarkBatchArgs(b *testing.B) {
 	for i := range items {
 		items[i] = fmt.Sprint("user:", i)
 	}
-	for _, op := range []string{"add", "remove"} {
-		args := c.f.addArgs(opKeepMS)
-		if op == "remove" {
-			args = c.f.removeArgs(opKeepMS)
-		}
-		b.Run(op, func(b *testing.B) {
-			perCall := maxCallSlots / c.f.h.k
-			for b.Loop() {
-				for p, group := range c.f.byPartition(items) {
-					for lo := 0; lo < len(group); lo += perCall {
-						args(c.f.parts[p], items, group[lo:min(lo+perCall, len(group))])
-					}
+	perCall := maxCallSlots / c.f.h.k
+	ops := map[string]func(p part, items []string, at []int) []any{
+		"add":    c.f.addArgs(opKeepMS),
+		"remove": c.f.removeArgs(opKeepMS),
+		"test": func(_ part, items []string, at []int) []any { // as read.go calls it
+			return c.f.getArgs(make([]any, 0, 2+len(at)*c.f.h.k*3), items, at)
+		},
+	}
+	for _, op := range []string{"add", "remove", "test"} {
+		batch := func() {
+			for p, group := range c.f.byPartition(items) {
+				for lo := 0; lo < len(group); lo += perCall {
+					ops[op](c.f.parts[p], items, group[lo:min(lo+perCall, len(group))])
 				}
 			}
-			b.ReportMetric(float64(testing.AllocsPerRun(10, func() {
-				for p, group := range c.f.byPartition(items) {
-					for lo := 0; lo < len(group); lo += perCall {
-						args(c.f.parts[p], items, group[lo:min(lo+perCall, len(group))])
-					}
-				}
-			}))/float64(len(items)), "allocs/item")
+		}
+		b.Run(op, func(b *testing.B) {
+			for b.Loop() {
+				batch()
+			}
+			b.ReportMetric(testing.AllocsPerRun(10, batch)/float64(len(items)), "allocs/item")
 		})
 	}
 }

@@ -160,33 +160,32 @@ var (
 )
 
 // getArgs appends, for the items at positions at, a BITFIELD_RO GET of each
-// of their k slots.
+// of their k slots. The offsets are passed as offsetArgs passes them.
 func (f *filter) getArgs(args []any, items []string, at []int) []any {
 	typ := argU4
 	if f.h.mode == ModeClassic {
 		typ = argU1
 	}
-	var buf [MaxHashes]uint64
-	width := f.h.mode.width()
-	for _, i := range at {
-		_, slots := f.locate(buf[:0], items[i])
-		for _, slot := range slots {
-			args = append(args, argGet, typ, headerBits+slot*width)
-		}
+	for _, offset := range f.offsetArgs(nil, items, at) {
+		args = append(args, argGet, typ, offset)
 	}
 	return args
 }
 
 // offsetArgs appends, for the items at positions at, the bit offsets of
 // their k slots: the arguments add.lua and remove.lua take, one per slot.
+// The offsets live in one array and the arguments point into it: go-redis
+// writes a *uint64 as its number, and a pointer goes into an interface
+// without an allocation, where a uint64 would take one per slot.
 func (f *filter) offsetArgs(args []any, items []string, at []int) []any {
-	var buf [MaxHashes]uint64
+	offsets := make([]uint64, 0, len(at)*f.h.k)
 	width := f.h.mode.width()
 	for _, i := range at {
-		_, slots := f.locate(buf[:0], items[i])
-		for _, slot := range slots {
-			args = append(args, headerBits+slot*width)
-		}
+		_, offsets = f.locate(offsets, items[i])
+	}
+	for i := range offsets {
+		offsets[i] = headerBits + offsets[i]*width
+		args = append(args, &offsets[i])
 	}
 	return args
 }
