@@ -99,6 +99,31 @@ local function copyOf(head, f)
   return nil
 end
 
+-- build appends op <type> <offset> value to args for each offset in
+-- ARGV[first..last], from args[j + 1] on, checking that the offset is the
+-- first bit of a slot: in [lo, hi], a multiple of w. It returns nil, or
+-- the index in ARGV of the first offset that is not. Arithmetic on an
+-- argument that is not a number raises an error, which slots catches.
+-- Offsets Lua reads but BITFIELD would not ("0x200", " 512") make the
+-- BITFIELD call itself fail, before it writes anything.
+--
+-- This loop is the hot path of every write. "s + 0" reads the number with
+-- one strtod; tonumber(s) is a function call that reads it twice.
+local function build(args, j, first, last, lo, hi, w, op, typ, value)
+  local a = ARGV
+  for i = first, last do
+    local s = a[i]
+    local o = s + 0
+    if o < lo or o > hi or o % w ~= 0 then return i end
+    args[j + 1] = op
+    args[j + 2] = typ
+    args[j + 3] = s
+    args[j + 4] = value
+    j = j + 4
+  end
+  return nil
+end
+
 -- slots checks ARGV[first..], the bit offsets of k slots per item, and
 -- returns the arguments of the one BITFIELD call that applies them, and the
 -- number of items; or nil and an error reply. The call starts by changing
@@ -106,37 +131,28 @@ end
 -- under OVERFLOW SAT, which the caller may change; then comes op <type>
 -- <offset> value for each slot. Every offset must be the first bit of one of
 -- the m slots, so that BITFIELD can never grow the string or touch the
--- header. Offsets that tonumber reads but BITFIELD would not ("0x200",
--- " 512") make the BITFIELD call itself fail, before it writes anything.
+-- header.
 --
 -- The client sends one argument per slot rather than the four BITFIELD
 -- takes: Redis turns every argument into a Lua string before the script
--- starts, and that costs more than this loop adding the other three. This
--- loop is the hot path of every write: globals are bound to locals.
+-- starts, and that costs more than adding the other three here.
 local function slots(f, first, op, value)
-  local a, num = ARGV, tonumber
-  local last = #a
+  local last = #ARGV
   local count = last - first + 1
   if count > MAX_SLOTS or count % f.k ~= 0 then
     return nil, reject('ARGS', count .. ' slot offsets: not a multiple of k = ' .. f.k ..
       ' up to ' .. MAX_SLOTS)
   end
   local w = f.width
-  local typ = (w == 4) and 'u4' or 'u1'
   local lo = HEADER * 8
-  local hi = lo + (f.m - 1) * w
-  local args, j = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, 0}, 6
-  for i = first, last do
-    local s = a[i]
-    local o = num(s)
-    if not o or o < lo or o > hi or o % w ~= 0 then
-      return nil, reject('ARGS', 'ARGV[' .. i .. '] is not the bit offset of a slot')
-    end
-    args[j + 1] = op
-    args[j + 2] = typ
-    args[j + 3] = s
-    args[j + 4] = value
-    j = j + 4
+  local args = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, 0}
+  local ok, bad = pcall(build, args, 6, first, last, lo, lo + (f.m - 1) * w, w,
+    op, (w == 4) and 'u4' or 'u1', value)
+  if not ok then
+    return nil, reject('ARGS', 'ARGV[' .. first .. '..' .. last .. '] are not all numbers')
+  end
+  if bad then
+    return nil, reject('ARGS', 'ARGV[' .. bad .. '] is not the bit offset of a slot')
   end
   return args, count / f.k
 end
