@@ -37,7 +37,7 @@ local k, slotCount = f.k, n * f.k
 -- answers and how many it removed.
 local function removeFrom(key)
   -- Fast path, for the common case where every item is present and no
-  -- counter is saturated: decrement everything in one call, as sent.
+  -- counter is saturated: decrement everything in one call.
   -- OVERFLOW FAIL leaves a counter at 0 alone and answers nil (false in
   -- Lua); an answer of 14 means the counter was 15. Either sends us to the
   -- exact path.

@@ -103,12 +103,15 @@ func relay(ctx context.Context, rdb *redis.Client, p plain, items []string, batc
 	return chunks(items, batch, func(part []string) error {
 		pipe := rdb.Pipeline()
 		_ = chunks(part, perCall, func(call []string) error {
-			args := make([]any, 0, p.k*len(call))
-			var buf [64]uint64
+			// As rbloom's offsetArgs: one array of offsets, arguments
+			// pointing into it.
+			offsets := make([]uint64, 0, p.k*len(call))
 			for _, item := range call {
-				for _, off := range p.offsets(buf[:0], item) {
-					args = append(args, off)
-				}
+				offsets = p.offsets(offsets, item)
+			}
+			args := make([]any, len(offsets))
+			for i := range offsets {
+				args[i] = &offsets[i]
 			}
 			relayScript.EvalSha(ctx, pipe, keys, args...)
 			return nil

@@ -13,7 +13,7 @@
 //   - the limits: plain pipelined BITFIELD (INCRBY u4, GET u4, SET u1,
 //     GET u1) at the library's offsets with no script, on keys of their own;
 //   - a bound: AddMany's batching and arguments with a script that checks
-//     nothing and only calls BITFIELD, the fastest a script-based add can be;
+//     nothing and only calls BITFIELD, the fastest such an add can be;
 //   - the library: AddMany, TestMany and RemoveMany of a Counting filter and
 //     AddMany and TestMany of a Classic one, with the same batch size;
 //   - single items: Add, Test and Remove one item per call against one plain

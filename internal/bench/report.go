@@ -100,8 +100,8 @@ commands they call), for the others all commands. ratio: the row's items/s over 
 The limits (5-7, 9a-9b) send plain BITFIELD commands at the library's offsets to keys of their own, with no script
 and no header check, one command per item: what Redis does for a filter at best, on one connection. TestMany can
 beat its limit: it reads several items with each BITFIELD_RO. The bound (5b) batches and sends its arguments as
-AddMany does, with a script that checks nothing and only calls BITFIELD: no script that checks what it writes can
-be faster, so its ratio is the most a script-based add can reach on this server.
+AddMany does, with a script that checks nothing and only calls BITFIELD: no script batched this way that checks what
+it writes can be faster, so its ratio is the most such an add can reach on this server.
 `)
 	fmt.Fprintf(&w, "\ntook %v%s\n", took.Round(100*time.Millisecond), loadAverage(", load average now "))
 	_, err := out.Write(w.Bytes())
