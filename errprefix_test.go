@@ -294,8 +294,7 @@ func TestScriptErrorCodes(t *testing.T) {
 
 	addPrefix := c.f.addArgs(opKeepMS)(c.f.parts[0], nil, nil)
 	removePrefix := c.f.removeArgs(opKeepMS)(c.f.parts[0], nil, nil)
-	good := []any{headerBits, headerBits + 4} // k = 2
-	dec := good
+	offsets := []any{headerBits, headerBits + 4} // k = 2: one item, for add and remove alike
 	type call struct {
 		script *redis.Script
 		key    string
@@ -307,24 +306,24 @@ func TestScriptErrorCodes(t *testing.T) {
 		return args
 	}
 	calls := map[string]call{
-		"bad header":          {addScript, c.f.parts[0].key, with(addPrefix, 0, "x", good...)},
-		"bad TTL":             {addScript, c.f.parts[0].key, with(addPrefix, 1, "-1", good...)},
-		"bad keep":            {addScript, c.f.parts[0].key, with(addPrefix, 2, "0", good...)},
-		"bad offset":          {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), 8, good[1])},
-		"half an item":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), good[0])},
-		"hex offset":          {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), "0x200", good[1])},
-		"not a number":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), good[0], "abc")},
-		"mismatch":            {addScript, c.f.parts[0].key, append(mismatched.f.addArgs(opKeepMS)(mismatched.f.parts[0], nil, nil), good...)},
-		"not a filter":        {addScript, keyOf("plain"), append(slices.Clone(addPrefix), good...)},
-		"wrong type":          {addScript, keyOf("list"), append(slices.Clone(addPrefix), good...)},
-		"damaged":             {addScript, keyOf("long"), append(slices.Clone(addPrefix), good...)},
-		"remove classic":      {removeScript, c.f.parts[0].key, with(removePrefix, 0, header{mode: ModeClassic, k: 2, m: 100, partitions: 1}.encode(), dec...)},
-		"remove bad keep":     {removeScript, c.f.parts[0].key, with(removePrefix, 1, "x", dec...)},
-		"remove offset":       {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), 1<<20, dec[1])},
-		"remove misaligned":   {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), headerBits+2, dec[1])},
-		"remove not a number": {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), "", dec[1])},
-		"remove mismatch":     {removeScript, c.f.parts[0].key, append(mismatched.f.removeArgs(opKeepMS)(mismatched.f.parts[0], nil, nil), dec...)},
-		"remove on list":      {removeScript, keyOf("list"), append(slices.Clone(removePrefix), dec...)},
+		"bad header":          {addScript, c.f.parts[0].key, with(addPrefix, 0, "x", offsets...)},
+		"bad TTL":             {addScript, c.f.parts[0].key, with(addPrefix, 1, "-1", offsets...)},
+		"bad keep":            {addScript, c.f.parts[0].key, with(addPrefix, 2, "0", offsets...)},
+		"bad offset":          {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), 8, offsets[1])},
+		"half an item":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), offsets[0])},
+		"hex offset":          {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), "0x200", offsets[1])},
+		"not a number":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), offsets[0], "abc")},
+		"mismatch":            {addScript, c.f.parts[0].key, append(mismatched.f.addArgs(opKeepMS)(mismatched.f.parts[0], nil, nil), offsets...)},
+		"not a filter":        {addScript, keyOf("plain"), append(slices.Clone(addPrefix), offsets...)},
+		"wrong type":          {addScript, keyOf("list"), append(slices.Clone(addPrefix), offsets...)},
+		"damaged":             {addScript, keyOf("long"), append(slices.Clone(addPrefix), offsets...)},
+		"remove classic":      {removeScript, c.f.parts[0].key, with(removePrefix, 0, header{mode: ModeClassic, k: 2, m: 100, partitions: 1}.encode(), offsets...)},
+		"remove bad keep":     {removeScript, c.f.parts[0].key, with(removePrefix, 1, "x", offsets...)},
+		"remove offset":       {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), 1<<20, offsets[1])},
+		"remove misaligned":   {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), headerBits+2, offsets[1])},
+		"remove not a number": {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), "", offsets[1])},
+		"remove mismatch":     {removeScript, c.f.parts[0].key, append(mismatched.f.removeArgs(opKeepMS)(mismatched.f.parts[0], nil, nil), offsets...)},
+		"remove on list":      {removeScript, keyOf("list"), append(slices.Clone(removePrefix), offsets...)},
 	}
 	before := dump(t, rdb)
 	code := regexp.MustCompile(`^RBLOOM_[A-Z]+ `)
