@@ -160,34 +160,43 @@ var (
 )
 
 // getArgs appends, for the items at positions at, a BITFIELD_RO GET of each
-// of their k slots. The offsets are passed as offsetArgs passes them.
+// of their k slots.
 func (f *filter) getArgs(args []any, items []string, at []int) []any {
 	typ := argU4
 	if f.h.mode == ModeClassic {
 		typ = argU1
 	}
-	for _, offset := range f.offsetArgs(nil, items, at) {
-		args = append(args, argGet, typ, offset)
+	offsets := f.offsets(items, at)
+	for i := range offsets {
+		args = append(args, argGet, typ, &offsets[i])
 	}
 	return args
 }
 
 // offsetArgs appends, for the items at positions at, the bit offsets of
 // their k slots: the arguments add.lua and remove.lua take, one per slot.
-// The offsets live in one array and the arguments point into it: go-redis
-// writes a *uint64 as its number, and a pointer goes into an interface
-// without an allocation, where a uint64 would take one per slot.
 func (f *filter) offsetArgs(args []any, items []string, at []int) []any {
-	offsets := make([]uint64, 0, len(at)*f.h.k)
-	width := f.h.mode.width()
-	for _, i := range at {
-		_, offsets = f.locate(offsets, items[i])
-	}
+	offsets := f.offsets(items, at)
 	for i := range offsets {
-		offsets[i] = headerBits + offsets[i]*width
 		args = append(args, &offsets[i])
 	}
 	return args
+}
+
+// offsets returns the bit offsets of the k slots of each item at positions
+// at, in one array that the script arguments point into: go-redis writes a
+// *uint64 as its number, and a pointer goes into an interface without an
+// allocation, where a uint64 would take one per slot.
+func (f *filter) offsets(items []string, at []int) []uint64 {
+	offsets := make([]uint64, 0, len(at)*f.h.k)
+	for _, i := range at {
+		_, offsets = f.locate(offsets, items[i])
+	}
+	width := f.h.mode.width()
+	for i := range offsets {
+		offsets[i] = headerBits + offsets[i]*width
+	}
+	return offsets
 }
 
 // drop deletes the filter's keys. A dropped filter reads as empty and is
