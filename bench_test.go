@@ -27,10 +27,10 @@ func BenchmarkBatchArgs(b *testing.B) {
 		items[i] = fmt.Sprint("user:", i)
 	}
 	perCall := maxCallSlots / c.f.h.k
-	ops := map[string]func(p part, items []string, at []int) []any{
-		"add":    c.f.addArgs(opKeepMS),
-		"remove": c.f.removeArgs(opKeepMS),
-		"test": func(_ part, items []string, at []int) []any { // as read.go calls it
+	ops := map[string]func(p int, items []string, at []int) []any{
+		"add":    func(p int, items []string, at []int) []any { return c.f.call(c.f.addOp(), p, items, at).args },
+		"remove": func(p int, items []string, at []int) []any { return c.f.call(removeOp(), p, items, at).args },
+		"test": func(_ int, items []string, at []int) []any { // as read.go calls it
 			return c.f.getArgs(make([]any, 0, 2+len(at)*c.f.h.k*3), items, at)
 		},
 	}
@@ -38,7 +38,7 @@ func BenchmarkBatchArgs(b *testing.B) {
 		batch := func() {
 			for p, group := range c.f.byPartition(items) {
 				for lo := 0; lo < len(group); lo += perCall {
-					ops[op](c.f.parts[p], items, group[lo:min(lo+perCall, len(group))])
+					ops[op](p, items, group[lo:min(lo+perCall, len(group))])
 				}
 			}
 		}

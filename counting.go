@@ -86,7 +86,7 @@ func (c *Counting) RemoveMany(ctx context.Context, items []string) ([]bool, erro
 // event can arrive twice, as from a stream delivered at least once, with an
 // id the event carries (a Kafka topic, partition and offset, say).
 func (c *Counting) AddOnce(ctx context.Context, item, opID string) (bool, error) {
-	return c.f.writeOnce(ctx, "add", addScript, item, opID, c.f.addArgs)
+	return c.f.writeOnce(ctx, c.f.addOp(), item, opID)
 }
 
 // RemoveOnce is Remove, applied at most once per opID, like AddOnce: a
@@ -94,7 +94,7 @@ func (c *Counting) AddOnce(ctx context.Context, item, opID string) (bool, error)
 // item once. The id is checked and recorded by the same script that
 // removes, atomically.
 func (c *Counting) RemoveOnce(ctx context.Context, item, opID string) (bool, error) {
-	return c.f.writeOnce(ctx, "remove", removeScript, item, opID, c.f.removeArgs)
+	return c.f.writeOnce(ctx, removeOp(), item, opID)
 }
 
 // Test reports whether item may be present. False means it is definitely

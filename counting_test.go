@@ -398,3 +398,49 @@ func TestOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxItems: with MaxItems, an add that would take a partition past
+// its share fails with ErrFull and adds nothing; removes make room again.
+func TestMaxItems(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "bounded", Options{Capacity: 1000, MaxItems: 3})
+		must(c.AddMany(ctx, []string{"a", "b"}))
+		before := dump(t, rdb)
+		if _, err := c.AddMany(ctx, []string{"c", "d"}); !errors.Is(err, ErrFull) {
+			t.Errorf("AddMany past MaxItems: %v, want ErrFull", err)
+		}
+		if after := dump(t, rdb); !maps.Equal(before, after) {
+			t.Error("the refused add wrote to Redis")
+		}
+		must(c.Add(ctx, "c"))
+		if _, err := c.AddOnce(ctx, "d", "id-d"); !errors.Is(err, ErrFull) {
+			t.Errorf("AddOnce past MaxItems: %v, want ErrFull", err)
+		}
+		must(c.Remove(ctx, "a"))
+		must(c.AddOnce(ctx, "d", "id-d")) // the refusal recorded nothing
+		for _, item := range []string{"b", "c", "d"} {
+			if !must(c.Test(ctx, item)) {
+				t.Errorf("%q tests absent", item)
+			}
+		}
+		// Another handle without the bound is not held to it.
+		must(newCounting(t, rdb, "bounded", Options{Capacity: 1000}).Add(ctx, "e"))
+
+		// With P partitions, each holds its share: 10 items over 2
+		// partitions, at most 5 each.
+		p := newCounting(t, rdb, "bounded-parts", Options{Capacity: 1000, Partitions: 2, MaxItems: 10})
+		added := 0
+		for i := range 40 {
+			_, err := p.Add(ctx, fmt.Sprint("i", i))
+			switch {
+			case err == nil:
+				added++
+			case !errors.Is(err, ErrFull):
+				t.Fatal(err)
+			}
+		}
+		if in := must(p.Info(ctx)); added != 10 || in.Items != 10 {
+			t.Errorf("40 adds with MaxItems 10 over 2 partitions: %d added, Info.Items %d; want 10", added, in.Items)
+		}
+	})
+}

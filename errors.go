@@ -40,6 +40,18 @@ var (
 	// write was applied on the master; a failover before the replicas catch
 	// up could lose it.
 	ErrNotReplicated = errors.New("rbloom: write not acknowledged by enough replicas")
+
+	// ErrOpIDReused is returned by AddOnce and RemoveOnce when the
+	// operation id was already used, within the window, for another item.
+	// Nothing is written: an id names one operation on one item, and a
+	// second use for something else would otherwise be answered as a
+	// replay and silently dropped.
+	ErrOpIDReused = errors.New("rbloom: operation id already used for another item")
+
+	// ErrFull is returned by an add that would take the filter past
+	// Options.MaxItems. That call added nothing (a batch may have added
+	// the items of its other calls).
+	ErrFull = errors.New("rbloom: filter full")
 )
 
 // Scripts report their own failures with error replies starting with one of
@@ -50,6 +62,8 @@ var scriptErrors = map[string]error{
 	"RBLOOM_MISMATCH":  ErrParamsMismatch,
 	"RBLOOM_NOTFILTER": ErrNotFilter,
 	"RBLOOM_DAMAGED":   ErrDamaged,
+	"RBLOOM_OPID":      ErrOpIDReused,
+	"RBLOOM_FULL":      ErrFull,
 	"RBLOOM_ARGS":      errors.New("rbloom: script rejected its arguments"),
 }
 

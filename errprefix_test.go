@@ -292,8 +292,8 @@ func TestScriptErrorCodes(t *testing.T) {
 	rdb.Set(ctx, keyOf("long"), c.f.parts[0].head+strings.Repeat("\x00", 51), 0)
 	mismatched := newCounting(t, rdb, "codes", Options{Counters: 200, Hashes: 2})
 
-	addPrefix := c.f.addArgs(opKeepMS)(c.f.parts[0], nil, nil)
-	removePrefix := c.f.removeArgs(opKeepMS)(c.f.parts[0], nil, nil)
+	addPrefix := c.f.call(c.f.addOp(), 0, nil, nil).args
+	removePrefix := c.f.call(removeOp(), 0, nil, nil).args
 	offsets := []any{headerBits, headerBits + 4} // k = 2: one item, for add and remove alike
 	type call struct {
 		script *redis.Script
@@ -313,7 +313,7 @@ func TestScriptErrorCodes(t *testing.T) {
 		"half an item":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), offsets[0])},
 		"hex offset":          {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), "0x200", offsets[1])},
 		"not a number":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), offsets[0], "abc")},
-		"mismatch":            {addScript, c.f.parts[0].key, append(mismatched.f.addArgs(opKeepMS)(mismatched.f.parts[0], nil, nil), offsets...)},
+		"mismatch":            {addScript, c.f.parts[0].key, append(mismatched.f.call(mismatched.f.addOp(), 0, nil, nil).args, offsets...)},
 		"not a filter":        {addScript, keyOf("plain"), append(slices.Clone(addPrefix), offsets...)},
 		"wrong type":          {addScript, keyOf("list"), append(slices.Clone(addPrefix), offsets...)},
 		"damaged":             {addScript, keyOf("long"), append(slices.Clone(addPrefix), offsets...)},
@@ -322,7 +322,7 @@ func TestScriptErrorCodes(t *testing.T) {
 		"remove offset":       {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), 1<<20, offsets[1])},
 		"remove misaligned":   {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), headerBits+2, offsets[1])},
 		"remove not a number": {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), "", offsets[1])},
-		"remove mismatch":     {removeScript, c.f.parts[0].key, append(mismatched.f.removeArgs(opKeepMS)(mismatched.f.parts[0], nil, nil), offsets...)},
+		"remove mismatch":     {removeScript, c.f.parts[0].key, append(mismatched.f.call(removeOp(), 0, nil, nil).args, offsets...)},
 		"remove on list":      {removeScript, keyOf("list"), append(slices.Clone(removePrefix), offsets...)},
 	}
 	before := dump(t, rdb)

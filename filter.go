@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"iter"
 	"strconv"
 	"time"
 
@@ -43,13 +44,11 @@ const (
 	// maxRoundTripSlots bounds the slots sent in one pipeline, so that a
 	// batch of any size is sent with bounded client memory.
 	maxRoundTripSlots = 256 * maxCallSlots
-	// opKeep is how long a write's operation key stays in Redis to make a
+	// opKeep is how long a write's operation record stays in Redis to make a
 	// retry of that write a no-op. go-redis gives up retrying within
 	// seconds; a minute leaves ample room.
 	opKeep = time.Minute
 )
-
-var opKeepMS = strconv.FormatInt(opKeep.Milliseconds(), 10)
 
 // filter holds what both kinds of filter share. It is immutable.
 type filter struct {
@@ -58,6 +57,8 @@ type filter struct {
 	h          header // index 0; m is the slots of one partition
 	parts      []part
 	ttl        time.Duration
+	ttlMS      string        // ttl in ms, as add.lua takes it
+	partLimit  string        // the most items add.lua lets a partition hold, "0" for no bound
 	onceWindow time.Duration // how long AddOnce and RemoveOnce remember an id
 	repl       replication   // replicas every write waits for
 	mustExist  bool          // a missing filter is an error, not empty
@@ -82,6 +83,11 @@ func newFilter(rdb redis.UniversalClient, name string, mode Mode, o Options) (*f
 	}
 	f := withHeader(rdb, name, h, o.TTL)
 	f.mustExist = o.MustExist
+	if o.MaxItems > 0 {
+		// Items spread evenly over the partitions; each gets its share.
+		per := (o.MaxItems + uint64(len(f.parts)) - 1) / uint64(len(f.parts))
+		f.partLimit = strconv.FormatUint(per, 10)
+	}
 	if o.OnceWindow > 0 {
 		f.onceWindow = o.OnceWindow
 	}
@@ -97,7 +103,8 @@ func newFilter(rdb redis.UniversalClient, name string, mode Mode, o Options) (*f
 // withHeader makes the filter whose partitions have header h.
 func withHeader(rdb redis.UniversalClient, name string, h header, ttl time.Duration) *filter {
 	h.index, h.items = 0, 0
-	f := &filter{rdb: rdb, name: name, h: h, ttl: ttl, onceWindow: DefaultOnceWindow}
+	f := &filter{rdb: rdb, name: name, h: h, ttl: ttl, ttlMS: strconv.FormatInt(ttl.Milliseconds(), 10),
+		partLimit: "0", onceWindow: DefaultOnceWindow}
 	for i, key := range partitionKeys(name, int(h.partitions)) {
 		ph := h
 		ph.index = uint32(i)
@@ -105,10 +112,6 @@ func withHeader(rdb redis.UniversalClient, name string, h header, ttl time.Durat
 	}
 	return f
 }
-
-// keyOf is the Redis key of a partition whose hash tag is tag. The braces
-// keep the partition and its operation keys in one cluster slot.
-func keyOf(tag string) string { return "rbloom:{" + tag + "}" }
 
 // checkName rejects names that would break the key's hash tag or that
 // redis-cli users could not type.
@@ -143,14 +146,16 @@ func (f *filter) byPartition(items []string) [][]int {
 	return groups
 }
 
-// chunks calls fn(lo, hi) for consecutive ranges of at most size in [0, n).
-func chunks(n, size int, fn func(lo, hi int) error) error {
-	for lo := 0; lo < n; lo += size {
-		if err := fn(lo, min(lo+size, n)); err != nil {
-			return err
+// spans yields consecutive ranges [lo, hi) of at most size that cover
+// [0, n).
+func spans(n, size int) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		for lo := 0; lo < n; lo += size {
+			if !yield(lo, min(lo+size, n)) {
+				return
+			}
 		}
 	}
-	return nil
 }
 
 // Constant BITFIELD_RO arguments, boxed once rather than per slot.

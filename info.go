@@ -115,11 +115,38 @@ func (f *filter) info(ctx context.Context) (*Info, error) {
 	return in, nil
 }
 
+// lostRoot tells, for a name whose key rbloom:{name} is missing, a filter
+// that lost that partition (ErrDamaged) from one that does not exist
+// (ErrNotFound), by the headers of its other partitions (witnessKeys).
+func lostRoot(ctx context.Context, rdb redis.UniversalClient, name string) error {
+	keys := witnessKeys(name)
+	pipe := rdb.Pipeline()
+	heads := make([]*redis.StringCmd, len(keys))
+	for i, key := range keys {
+		heads[i] = pipe.GetRange(ctx, key, 0, headerSize-1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return readError("open", err)
+	}
+	for i, head := range heads {
+		h, err := parseHeader(head.Val())
+		if err != nil || h.partitions < 2 {
+			continue
+		}
+		if partitionKeys(name, int(h.partitions))[h.index] == keys[i] {
+			return fmt.Errorf("%w: %s: %s is missing, but %s holds partition %d of %d",
+				ErrDamaged, name, keyOf(name), keys[i], h.index, h.partitions)
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNotFound, name)
+}
+
 // Open returns the filter called name as stored in Redis, taking its mode
 // and parameters from its partition at key "rbloom:{name}", so that a process needs only the
 // name. The result is a *Counting or a *Classic. It fails with ErrNotFound
-// when no filter has that name, and with ErrNotFilter when the key holds
-// something else. Open makes one round trip; a filter it returns has no
+// when no filter has that name, with ErrDamaged when that key is missing
+// but other partitions of the filter exist, and with ErrNotFilter when the
+// key holds something else. Open makes one round trip; a filter it returns has no
 // TTL option (the stored keys keep theirs).
 func Open(ctx context.Context, rdb redis.UniversalClient, name string) (Filter, error) {
 	if rdb == nil {
@@ -136,7 +163,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string) (Filter, 
 		return nil, readError("open", err)
 	}
 	if exists.Val() == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+		return nil, lostRoot(ctx, rdb, name)
 	}
 	h, err := parseHeader(head.Val())
 	if err != nil {

@@ -70,6 +70,15 @@ type Options struct {
 	// lookup would then be answered "absent".
 	MustExist bool
 
+	// MaxItems, when positive, bounds the items the filter holds, like
+	// RedisBloom's NONSCALING: an add that would take it past the bound
+	// fails with ErrFull and adds nothing. The bound is checked by the
+	// script that adds, atomically, per partition: each of the P partitions
+	// may hold MaxItems/P (rounded up), its share of evenly spread items.
+	// Items are counted as Info.Items counts them. It belongs to this
+	// handle, not to the filter stored in Redis. Default 0: no bound.
+	MaxItems uint64
+
 	// TTL, when positive, is the time to live given to the filter's key when
 	// its first write creates it; later writes do not extend it. Redis keeps
 	// TTLs in milliseconds. Default 0: no expiry.

@@ -42,6 +42,38 @@ func partitionKeys(name string, p int) []string {
 	return keys
 }
 
+// witnessKeys returns keys that, for any P from 2 to MaxPartitions, include
+// the first two partitions of the named filter other than the one at
+// rbloom:{name} (one for P = 2). Open reads them when that key is missing:
+// a filter that lost its root partition still has them, and their headers
+// state P, so a lost root is told from a filter that does not exist. There
+// are only a few: for most names j = 0 and 1 serve every P.
+func witnessKeys(name string) []string {
+	var slots []uint16 // the slot of tag name/j, computed as needed
+	slotOf := func(j int) uint16 {
+		for len(slots) <= j {
+			slots = append(slots, keySlot(name+"/"+strconv.Itoa(len(slots))))
+		}
+		return slots[j]
+	}
+	root := keySlot(name)
+	var keys []string
+	seen := map[int]bool{}
+	for p := 2; p <= MaxPartitions; p++ {
+		taken := map[int]bool{shareOf(root, p): true}
+		for j := 0; len(taken) < min(p, 3); j++ {
+			if i := shareOf(slotOf(j), p); !taken[i] {
+				taken[i] = true
+				if !seen[j] {
+					seen[j] = true
+					keys = append(keys, keyOf(name+"/"+strconv.Itoa(j)))
+				}
+			}
+		}
+	}
+	return keys
+}
+
 // shareOf returns which of P equal shares of the slot space slot is in.
 func shareOf(slot uint16, p int) int {
 	return int(slot) * p / clusterSlots

@@ -10,111 +10,160 @@ import (
 )
 
 // Reads need no script and never write: for each partition they touch they
-// send, in one pipeline, the header (GETRANGE), the length (STRLEN), whether
-// the key exists, and the slots of its items with BITFIELD_RO, which cannot
-// create or grow a key. A partition's header never changes once written,
-// and each BITFIELD_RO reads all k slots of an item at once, so every item
-// is answered from one consistent state of its slots.
+// send, in one pipeline, the header (GETRANGE), the length (STRLEN) and the
+// slots of its items with BITFIELD_RO, which cannot create or grow a key. A
+// partition's header never changes once written, and each BITFIELD_RO reads
+// all k slots of an item at once, so every item is answered from one
+// consistent state of its slots.
+//
+// A partition that reads as missing (an empty header) needs a second look
+// before its items may be answered "absent": that is right only when the
+// whole filter is absent. The partitions of a filter are created together,
+// and any one that exists proves the filter does, so survey asks every
+// partition. This costs a round trip only for a filter that does not exist
+// (yet) or is damaged.
 
 // partRead is what one pipeline asks of one partition.
 type partRead struct {
-	p            int
-	head         *redis.StringCmd
-	size, exists *redis.IntCmd
-	slots        []*redis.IntSliceCmd
-	answers      [][]int // the positions each BITFIELD_RO answers for
+	p       int
+	head    *redis.StringCmd
+	size    *redis.IntCmd
+	slots   []*redis.IntSliceCmd
+	answers [][]int // the positions each BITFIELD_RO answers for
 }
 
 // minSlots returns for each item the smallest of its k slots: 0 means
-// definitely absent. A missing partition reads as empty.
+// definitely absent. An item in a missing partition of a filter that
+// exists reads 15: its count is unknown.
 func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int64, error) {
 	mins := make([]int64, len(items))
-	err := chunks(len(items), maxRoundTripSlots/f.h.k, func(lo, hi int) error {
-		window := items[lo:hi]
-		groups := f.byPartition(window)
-		reads, root, err := f.sendReads(ctx, window, groups)
-		for wait := (backoff{}); unapplied(err); { // reads are safe to send again
-			if err2 := wait.next(ctx); err2 != nil {
-				return fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
-			}
-			reads, root, err = f.sendReads(ctx, window, groups)
+	for lo, hi := range spans(len(items), maxRoundTripSlots/f.h.k) {
+		if err := f.readWindow(ctx, items[lo:hi], mins[lo:hi]); err != nil {
+			return nil, readError(op, err)
 		}
-		if err != nil {
-			return err
-		}
-		// The partitions of a filter are created together. One missing
-		// while the filter exists has vanished (evicted, deleted, expired
-		// alone): its items may be present, and 15 says their count is
-		// unknown. A filter whose every partition is missing is empty.
-		exists := root != nil && root.Val() == 1
-		for _, r := range reads {
-			exists = exists || r.exists.Val() == 1
-		}
-		if !exists && f.mustExist && len(reads) > 0 {
-			return fmt.Errorf("%w: %s", ErrNotFound, f.name)
-		}
-		for _, r := range reads {
-			if r.exists.Val() == 0 {
-				if exists {
-					for _, group := range r.answers {
-						for _, pos := range group {
-							mins[lo+pos] = 15
-						}
-					}
-				}
-				continue
-			}
-			if err := f.check(r.p, r.head.Val(), r.size.Val()); err != nil {
-				return err
-			}
-			for c, cmd := range r.slots {
-				vals := cmd.Val()
-				if len(vals) != len(r.answers[c])*f.h.k {
-					return fmt.Errorf("rbloom: BITFIELD_RO answered %d values, want %d", len(vals), len(r.answers[c])*f.h.k)
-				}
-				for j, pos := range r.answers[c] {
-					mins[lo+pos] = slices.Min(vals[j*f.h.k : (j+1)*f.h.k])
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, readError(op, err)
 	}
 	return mins, nil
 }
 
+// readWindow sets mins for the items of window, in one round trip (two
+// when a partition is missing).
+func (f *filter) readWindow(ctx context.Context, window []string, mins []int64) error {
+	groups := f.byPartition(window)
+	reads, err := f.sendReads(ctx, window, groups)
+	for wait := (backoff{}); unapplied(err); { // reads are safe to send again
+		if err2 := wait.next(ctx); err2 != nil {
+			return fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
+		}
+		reads, err = f.sendReads(ctx, window, groups)
+	}
+	if err != nil {
+		return err
+	}
+	var s *survey // asked once a partition reads as missing
+	for _, r := range reads {
+		if r.head.Val() != "" {
+			if err := f.check(r.p, r.head.Val(), r.size.Val()); err != nil {
+				return err
+			}
+			continue
+		}
+		if s == nil {
+			if s, err = f.survey(ctx); err != nil {
+				return err
+			}
+			if !s.any && f.mustExist {
+				return fmt.Errorf("%w: %s", ErrNotFound, f.name)
+			}
+		}
+		if s.exists[r.p] && s.size[r.p] == 0 {
+			return f.check(r.p, "", 0) // a key holding an empty string
+		}
+	}
+	for _, r := range reads {
+		if r.head.Val() == "" {
+			// The filter exists (some partition does), so this one
+			// vanished, or was created since the read: its items' counts
+			// are unknown. Otherwise the filter is empty.
+			if s.any {
+				for _, group := range r.answers {
+					for _, pos := range group {
+						mins[pos] = 15
+					}
+				}
+			}
+			continue
+		}
+		for c, cmd := range r.slots {
+			vals := cmd.Val()
+			if len(vals) != len(r.answers[c])*f.h.k {
+				return fmt.Errorf("rbloom: BITFIELD_RO answered %d values, want %d", len(vals), len(r.answers[c])*f.h.k)
+			}
+			for j, pos := range r.answers[c] {
+				mins[pos] = slices.Min(vals[j*f.h.k : (j+1)*f.h.k])
+			}
+		}
+	}
+	return nil
+}
+
 // sendReads sends, in one pipeline, the reads of the items of window at
-// the positions of each partition's group, and, for a filter of several
-// partitions, whether the partition named like the filter exists.
-func (f *filter) sendReads(ctx context.Context, window []string, groups [][]int) ([]*partRead, *redis.IntCmd, error) {
+// the positions of each partition's group.
+func (f *filter) sendReads(ctx context.Context, window []string, groups [][]int) ([]*partRead, error) {
 	perCall := maxCallSlots / f.h.k
 	pipe := f.rdb.Pipeline()
 	var reads []*partRead
-	var root *redis.IntCmd
-	if len(f.parts) > 1 {
-		root = pipe.Exists(ctx, keyOf(f.name))
-	}
 	for p, group := range groups {
 		if len(group) == 0 {
 			continue
 		}
 		key := f.parts[p].key
-		r := &partRead{p: p, head: pipe.GetRange(ctx, key, 0, headerSize-1),
-			size: pipe.StrLen(ctx, key), exists: pipe.Exists(ctx, key)}
-		_ = chunks(len(group), perCall, func(a, b int) error {
+		r := &partRead{p: p, head: pipe.GetRange(ctx, key, 0, headerSize-1), size: pipe.StrLen(ctx, key)}
+		for a, b := range spans(len(group), perCall) {
 			args := make([]any, 0, 2+(b-a)*f.h.k*3)
 			args = f.getArgs(append(args, "BITFIELD_RO", key), window, group[a:b])
 			cmd := redis.NewIntSliceCmd(ctx, args...)
 			_ = pipe.Process(ctx, cmd)
 			r.slots, r.answers = append(r.slots, cmd), append(r.answers, group[a:b])
-			return nil
-		})
+		}
 		reads = append(reads, r)
 	}
 	_, err := pipe.Exec(ctx)
-	return reads, root, err
+	return reads, err
+}
+
+// survey is whether each partition of a filter exists, and its length.
+type survey struct {
+	exists []bool
+	size   []int64
+	any    bool // some partition exists: the filter does
+}
+
+// survey asks every partition whether it exists, in one round trip.
+func (f *filter) survey(ctx context.Context) (*survey, error) {
+	for wait := (backoff{}); ; {
+		pipe := f.rdb.Pipeline()
+		exists := make([]*redis.IntCmd, len(f.parts))
+		sizes := make([]*redis.IntCmd, len(f.parts))
+		for p, part := range f.parts {
+			exists[p], sizes[p] = pipe.Exists(ctx, part.key), pipe.StrLen(ctx, part.key)
+		}
+		_, err := pipe.Exec(ctx)
+		if unapplied(err) {
+			if err2 := wait.next(ctx); err2 != nil {
+				return nil, fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		s := &survey{exists: make([]bool, len(f.parts)), size: make([]int64, len(f.parts))}
+		for p := range f.parts {
+			s.exists[p], s.size[p] = exists[p].Val() == 1, sizes[p].Val()
+			s.any = s.any || s.exists[p]
+		}
+		return s, nil
+	}
 }
 
 // check compares a header and length read from partition p with f's own.

@@ -16,9 +16,6 @@ import (
 // deleted from the source but never removed) and no counter stuck at 15
 // but for items that are really there that often.
 
-// copyKey is the key of the copy of the partition at key, during a rebuild.
-func copyKey(key string) string { return key + ":next" }
-
 // rebuild fills a fresh copy of f with the items fill adds, then puts it in
 // f's place. Writes made meanwhile go to both.
 func (f *filter) rebuild(ctx context.Context, fill func(add func(items []string) error) error) error {
@@ -31,7 +28,7 @@ func (f *filter) rebuild(ctx context.Context, fill func(add func(items []string)
 	if err := next.drop(ctx); err != nil {
 		return err
 	}
-	if err := next.createAll(ctx); err != nil {
+	if err := next.createAll(ctx, true); err != nil {
 		return scriptError("rebuild", err)
 	}
 	if err := f.rebuildStep(ctx, "begin"); err != nil {

@@ -48,20 +48,24 @@ func TestForgedArguments(t *testing.T) {
 		for _, key := range []string{c.f.parts[0].key, keyOf("missing")} {
 			before := dump(t, rdb)
 			for name, slots := range adds {
-				args := append([]any{c.f.parts[0].head, "0", "60000", "1"}, slots...)
+				args := append([]any{c.f.parts[0].head, "0", "60000", "1", "0", ""}, slots...)
 				err := addScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
 				if err == nil {
 					t.Errorf("add on %s with %s: no error", key, name)
 				}
 			}
 			for name, args := range map[string][]any{
-				"bad TTL":        append([]any{c.f.parts[0].head, "abc", "60000", "1"}, ok...),
-				"negative TTL":   append([]any{c.f.parts[0].head, "-1", "60000", "1"}, ok...),
-				"zero keep":      append([]any{c.f.parts[0].head, "0", "0", "1"}, ok...),
-				"bad create":     append([]any{c.f.parts[0].head, "0", "60000", "2"}, ok...),
-				"short header":   append([]any{c.f.parts[0].head[:63], "0", "60000", "1"}, ok...),
-				"huge m":         append([]any{huge, "0", "60000", "1"}, ok...),
-				"foreign header": append([]any{strings.Repeat("x", 64), "0", "60000", "1"}, ok...),
+				"bad TTL":        append([]any{c.f.parts[0].head, "abc", "60000", "1", "0", ""}, ok...),
+				"negative TTL":   append([]any{c.f.parts[0].head, "-1", "60000", "1", "0", ""}, ok...),
+				"zero keep":      append([]any{c.f.parts[0].head, "0", "0", "1", "0", ""}, ok...),
+				"bad create":     append([]any{c.f.parts[0].head, "0", "60000", "2", "0", ""}, ok...),
+				"bad limit":      append([]any{c.f.parts[0].head, "0", "60000", "1", "-1", ""}, ok...),
+				"limit reached":  append([]any{c.f.parts[0].head, "0", "60000", "1", "1", ""}, append(slices.Clone(ok), ok...)...),
+				"tag with colon": append([]any{c.f.parts[0].head, "0", "60000", "1", "0", "a:b"}, ok...),
+				"long tag":       append([]any{c.f.parts[0].head, "0", "60000", "1", "0", strings.Repeat("a", 65)}, ok...),
+				"short header":   append([]any{c.f.parts[0].head[:63], "0", "60000", "1", "0", ""}, ok...),
+				"huge m":         append([]any{huge, "0", "60000", "1", "0", ""}, ok...),
+				"foreign header": append([]any{strings.Repeat("x", 64), "0", "60000", "1", "0", ""}, ok...),
 			} {
 				err := addScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
 				if err == nil {
@@ -69,7 +73,7 @@ func TestForgedArguments(t *testing.T) {
 				}
 			}
 			for name, slots := range adds {
-				args := append([]any{c.f.parts[0].head, "60000"}, slots...)
+				args := append([]any{c.f.parts[0].head, "60000", ""}, slots...)
 				err := removeScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
 				// Lua's tonumber reads some of the bad offsets ("0x200",
 				// "0512", " 512") and only BITFIELD refuses them; on a
@@ -102,18 +106,17 @@ func readByTonumber(name string) bool {
 func TestRetryAppliesOnce(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "retry", Options{Counters: 64, Hashes: 3})
-		keep := strconv.FormatInt(opKeep.Milliseconds(), 10)
-		add := append([]any{c.f.parts[0].head, "0", keep, "1"}, c.f.offsetArgs(nil, []string{"a", "b"}, []int{0, 1})...)
-		remove := append([]any{c.f.parts[0].head, keep}, c.f.offsetArgs(nil, []string{"a"}, []int{0})...)
+		add := c.f.call(c.f.addOp(), 0, []string{"a", "b"}, []int{0, 1})
+		remove := c.f.call(removeOp(), 0, []string{"a"}, []int{0})
 		for _, call := range []struct {
 			script *redis.Script
-			args   []any
-			want   string
+			scriptCall
+			want string
 		}{
 			{addScript, add, "+00"}, // "+": this call created the filter
 			{removeScript, remove, "1"},
 		} {
-			keys := []string{c.f.parts[0].key, c.f.opKey(0)}
+			keys := call.keys
 			first := must(call.script.Run(ctx, rdb, keys, call.args...).Text())
 			before := slotValues(t, rdb, c.f)
 			again := must(call.script.Run(ctx, rdb, keys, call.args...).Text())

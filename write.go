@@ -2,7 +2,6 @@ package rbloom
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -10,38 +9,83 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spaolacci/murmur3"
 )
 
 // The write path: add.lua and remove.lua calls, per partition, pipelined,
-// each with an operation key that makes a re-sent call apply once.
+// each with an operation record that makes a re-sent call apply once.
 
-// write runs script (add or remove) over items and returns its answer for
-// each item. The items of each partition go in calls of at most
-// maxCallSlots slots, all pipelined (on a cluster, go-redis sends one
-// pipeline per node, in parallel). Each call carries a fresh operation key,
-// so that a call go-redis re-sends after losing its reply applies once.
-func (f *filter) write(ctx context.Context, script *redis.Script, items []string,
-	args func(p part, items []string, at []int) []any, opKey func(p int) string) ([]bool, error) {
+// writeOp describes a write: every add and remove, of one item or many,
+// once or not, is one of these given to write.
+type writeOp struct {
+	name   string        // for errors: "add", "remove", "create"
+	script *redis.Script // addScript or removeScript
+	create bool          // add.lua may create a missing partition
+	keep   time.Duration // how long each call's record stays in Redis
+	onceID string        // the caller's operation id; "" for a random record per call
+}
+
+// addOp is an add; a filter of one key may be created by any add, the
+// partitions of a larger one only together, by createAll.
+func (f *filter) addOp() writeOp {
+	return writeOp{name: "add", script: addScript, create: len(f.parts) == 1, keep: opKeep}
+}
+
+func removeOp() writeOp {
+	return writeOp{name: "remove", script: removeScript, keep: opKeep}
+}
+
+func (f *filter) add(ctx context.Context, items []string) ([]bool, error) {
+	return f.write(ctx, f.addOp(), items)
+}
+
+func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
+	return f.write(ctx, removeOp(), items)
+}
+
+// writeOnce applies op to item at most once per opID within f.onceWindow:
+// the call's record is named after opID instead of being random, so a
+// second call with the same opID, from this process or another, returns
+// the first call's answer and changes nothing. The record holds a digest
+// of the item, so that the id used again for another item is refused with
+// ErrOpIDReused rather than answered as a replay. Adds and removes keep
+// their ids apart.
+func (f *filter) writeOnce(ctx context.Context, op writeOp, item, opID string) (bool, error) {
+	if opID == "" || len(opID) > 256 {
+		return false, fmt.Errorf("%w: %s: operation id %q: want 1 to 256 bytes", ErrInvalidOptions, op.name, opID)
+	}
+	op.onceID, op.keep = opID, f.onceWindow
+	return first(f.write(ctx, op, []string{item}))
+}
+
+// write applies op to items and returns its answer for each item. The
+// items of each partition go in calls of at most maxCallSlots slots, all
+// pipelined (on a cluster, go-redis sends one pipeline per node, in
+// parallel).
+func (f *filter) write(ctx context.Context, op writeOp, items []string) ([]bool, error) {
 	out := make([]bool, len(items))
+	if err := f.writeWindows(ctx, op, items, out); err != nil {
+		return nil, scriptError(op.name, err)
+	}
+	return out, nil
+}
+
+func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, out []bool) error {
 	perCall := maxCallSlots / f.h.k
-	err := chunks(len(items), maxRoundTripSlots/f.h.k, func(lo, hi int) error {
+	for lo, hi := range spans(len(items), maxRoundTripSlots/f.h.k) {
 		window := items[lo:hi]
 		var calls []scriptCall
 		var answers [][]int // the positions in window each call answers for
 		for p, group := range f.byPartition(window) {
-			_ = chunks(len(group), perCall, func(a, b int) error {
-				calls = append(calls, scriptCall{
-					keys: []string{f.parts[p].key, opKey(p), copyKey(f.parts[p].key)},
-					args: args(f.parts[p], window, group[a:b]),
-				})
+			for a, b := range spans(len(group), perCall) {
+				calls = append(calls, f.call(op, p, window, group[a:b]))
 				answers = append(answers, group[a:b])
-				return nil
-			})
+			}
 		}
 		// A call answers '?' when its partition does not exist and it may
 		// not create it; settle decides, and the calls go again.
 		for try := 0; len(calls) > 0; try++ {
-			replies, err := runScripts(ctx, f.rdb, script, calls, f.repl)
+			replies, err := runScripts(ctx, f.rdb, op.script, calls, f.repl)
 			if err != nil {
 				return err
 			}
@@ -61,58 +105,89 @@ func (f *filter) write(ctx context.Context, script *redis.Script, items []string
 				}
 			}
 			if len(again) == 0 {
-				return nil
+				break
 			}
 			if try == 2 {
 				return fmt.Errorf("%w: %s: partitions keep vanishing", ErrDamaged, f.name)
 			}
-			exists, err := f.settle(ctx, script == addScript)
-			if err != nil {
+			exists, err := f.settle(ctx)
+			switch {
+			case err != nil:
 				return err
-			}
-			if !exists { // a remove from a filter that does not exist: all absent
-				if f.mustExist {
-					return fmt.Errorf("%w: %s", ErrNotFound, f.name)
+			case !exists && op.script == addScript:
+				if err := f.createAll(ctx, true); err != nil {
+					return err
 				}
-				return nil
+			case !exists && f.mustExist:
+				return fmt.Errorf("%w: %s", ErrNotFound, f.name)
+			case !exists: // a remove from a filter that does not exist: all absent
+				again = nil
 			}
 			calls, answers = again, againAt
 		}
-		return nil
-	})
-	return out, err
+	}
+	return nil
+}
+
+// call is the script call that applies op, in partition p, to the items of
+// window at positions at.
+func (f *filter) call(op writeOp, p int, window []string, at []int) scriptCall {
+	key := f.parts[p].key
+	record, tag := randomRecordKey(key), ""
+	if op.onceID != "" {
+		record, tag = onceRecordKey(key, op.name, op.onceID), f.digest(window, at)
+	}
+	keep := strconv.FormatInt(op.keep.Milliseconds(), 10)
+	var args []any
+	if op.script == addScript {
+		create := "0"
+		if op.create {
+			create = "1"
+		}
+		args = make([]any, 0, 6+len(at)*f.h.k)
+		args = append(args, f.parts[p].head, f.ttlMS, keep, create, f.partLimit, tag)
+	} else {
+		args = make([]any, 0, 3+len(at)*f.h.k)
+		args = append(args, f.parts[p].head, keep, tag)
+	}
+	return scriptCall{keys: []string{key, record, copyKey(key)}, args: f.offsetArgs(args, window, at)}
+}
+
+// digest names the items of window at positions at, for the record of an
+// operation id: 32 hex digits of their MurmurHash3, item after item.
+func (f *filter) digest(window []string, at []int) string {
+	h := murmur3.New128()
+	for _, i := range at {
+		h.Write([]byte(window[i]))
+		h.Write([]byte{0}) // so that ["ab"] and ["a", "b"] differ
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // settle is called when a write found one of the filter's partitions
-// missing. If none exists, the filter is new: when create is set, it creates
-// them all and reports true; otherwise it reports false. If all exist now,
-// another writer has just created them. If only some exist after a moment
+// missing, and by Create. It reports whether the filter exists: all of its
+// partitions do (another writer may just have created them), or none does
+// (the filter is new, or was dropped). If only some exist after a moment
 // (long enough for a creation in flight to finish), the filter is damaged:
-// recreating the missing partition empty would make it answer "absent" for
+// recreating a missing partition empty would make it answer "absent" for
 // items it held.
-func (f *filter) settle(ctx context.Context, create bool) (bool, error) {
+func (f *filter) settle(ctx context.Context) (bool, error) {
 	for try := 0; ; try++ {
-		pipe := f.rdb.Pipeline()
-		cmds := make([]*redis.IntCmd, len(f.parts))
-		for p, part := range f.parts {
-			cmds[p] = pipe.Exists(ctx, part.key)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		s, err := f.survey(ctx)
+		if err != nil {
 			return false, err
 		}
 		var missing []string
-		for p, cmd := range cmds {
-			if cmd.Val() == 0 {
+		for p, ok := range s.exists {
+			if !ok {
 				missing = append(missing, f.parts[p].key)
 			}
 		}
 		switch {
 		case len(missing) == 0:
 			return true, nil
-		case len(missing) == len(f.parts) && !create:
-			return false, nil
 		case len(missing) == len(f.parts):
-			return true, f.createAll(ctx)
+			return false, nil
 		case try == 1:
 			return false, fmt.Errorf("%w: %s: %d of %d partitions are missing (%s)",
 				ErrDamaged, f.name, len(missing), len(f.parts), strings.Join(missing, " "))
@@ -125,101 +200,38 @@ func (f *filter) settle(ctx context.Context, create bool) (bool, error) {
 	}
 }
 
-func (f *filter) opKey(p int) string {
-	var id [16]byte
-	rand.Read(id[:]) // never fails (crypto/rand documents it)
-	return f.parts[p].key + ":op:" + hex.EncodeToString(id[:])
-}
-
-func (f *filter) add(ctx context.Context, items []string) ([]bool, error) {
-	if len(items) == 0 {
-		return []bool{}, nil
-	}
-	res, err := f.write(ctx, addScript, items, f.addArgs(opKeepMS), f.opKey)
-	if err != nil {
-		return nil, scriptError("add", err)
-	}
-	return res, nil
-}
-
-// addArgs returns the arguments of add.lua for the items at positions at,
-// with the operation key kept for keep milliseconds. A filter of one key
-// may be created by any add; the partitions of a larger one are created
-// together, by createAll, which passes create.
-func (f *filter) addArgs(keep string) func(p part, items []string, at []int) []any {
-	return f.addArgsCreating(keep, len(f.parts) == 1)
-}
-
-func (f *filter) addArgsCreating(keep string, mayCreate bool) func(p part, items []string, at []int) []any {
-	return func(p part, items []string, at []int) []any {
-		create := "0"
-		if mayCreate {
-			create = "1"
-		}
-		args := make([]any, 0, 4+len(at)*f.h.k)
-		args = append(args, p.head, strconv.FormatInt(f.ttl.Milliseconds(), 10), keep, create)
-		return f.offsetArgs(args, items, at)
-	}
-}
-
-func (f *filter) removeArgs(keep string) func(p part, items []string, at []int) []any {
-	return func(p part, items []string, at []int) []any {
-		args := make([]any, 0, 2+len(at)*f.h.k)
-		args = append(args, p.head, keep)
-		return f.offsetArgs(args, items, at)
-	}
-}
-
-// writeOnce applies script to item at most once per opID within
-// f.onceWindow: the
-// operation key is named after opID instead of being random, so a second
-// call with the same opID, from this process or another, returns the first
-// call's answer and changes nothing.
-func (f *filter) writeOnce(ctx context.Context, op string, script *redis.Script, item, opID string,
-	args func(keep string) func(p part, items []string, at []int) []any) (bool, error) {
-	if opID == "" || len(opID) > 256 {
-		return false, fmt.Errorf("%w: operation id %q: want 1 to 256 bytes", ErrInvalidOptions, opID)
-	}
-	keep := strconv.FormatInt(f.onceWindow.Milliseconds(), 10)
-	res, err := f.write(ctx, script, []string{item}, args(keep), func(p int) string {
-		return f.parts[p].key + ":once:" + opID
-	})
-	if err != nil {
-		return false, scriptError(op, err)
-	}
-	return res[0], nil
-}
-
-// create creates every partition that does not exist yet.
+// create creates the filter when none of its partitions exists, and
+// checks the parameters of the stored one when all do. When only some
+// exist, the filter is damaged, and create writes nothing.
 func (f *filter) create(ctx context.Context) error {
-	if err := f.createAll(ctx); err != nil {
+	exists, err := f.settle(ctx)
+	if err == nil {
+		err = f.createAll(ctx, !exists)
+	}
+	if err != nil {
 		return scriptError("create", err)
 	}
 	return nil
 }
 
-// createAll adds no items to every partition, which creates the missing
-// ones, so that the partitions of a filter exist (and expire) together and
-// Open finds the one named like the filter.
-func (f *filter) createAll(ctx context.Context) error {
+// createAll adds no items to every partition. With mayCreate, that creates
+// them, so that the partitions of a filter exist (and expire) together and
+// Open finds the one named like the filter; without, it checks that each
+// exists with the caller's parameters.
+func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
+	op := writeOp{name: "create", script: addScript, create: mayCreate, keep: opKeep}
 	calls := make([]scriptCall, len(f.parts))
 	for p := range f.parts {
-		calls[p] = scriptCall{
-			keys: []string{f.parts[p].key, f.opKey(p), copyKey(f.parts[p].key)},
-			args: f.addArgsCreating(opKeepMS, true)(f.parts[p], nil, nil),
+		calls[p] = f.call(op, p, nil, nil)
+	}
+	replies, err := runScripts(ctx, f.rdb, addScript, calls, f.repl)
+	if err != nil {
+		return err
+	}
+	for p, r := range replies {
+		if r == "?" {
+			return fmt.Errorf("%w: %s: %s vanished", ErrDamaged, f.name, f.parts[p].key)
 		}
 	}
-	_, err := runScripts(ctx, f.rdb, addScript, calls, f.repl)
-	return err
-}
-
-func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
-	if len(items) == 0 {
-		return []bool{}, nil
-	}
-	res, err := f.write(ctx, removeScript, items, f.removeArgs(opKeepMS), f.opKey)
-	if err != nil {
-		return nil, scriptError("remove", err)
-	}
-	return res, nil
+	return nil
 }

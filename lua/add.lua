@@ -2,10 +2,11 @@
 -- are incremented (counting) or set (classic) together. The first add
 -- creates the filter.
 --
--- KEYS[1]   the filter's key
--- KEYS[2]   this call's operation key, in the same hash slot. It records
+-- KEYS[1]   the partition's key
+-- KEYS[2]   this call's operation record, in the same hash slot. It records
 --           the answer, so that a retry of the same call (go-redis re-sends
---           a script whose reply was lost) returns it instead of adding twice.
+--           a script whose reply was lost) or a replay of the same
+--           operation id returns it instead of adding twice.
 -- KEYS[3]   the partition's copy being rebuilt (KEYS[1] .. ':next'); the
 --           items are added to it too while KEYS[1]'s header says so
 -- ARGV[1]   the partition's 64-byte header; written if KEYS[1] is created
@@ -14,7 +15,11 @@
 -- ARGV[4]   '1' if this call may create KEYS[1], '0' if not (the client
 --           creates the partitions of a filter together, so that one that
 --           vanished alone is noticed rather than recreated empty)
--- ARGV[5..] the bit offsets of each item's k slots, in decimal, item after
+-- ARGV[5]   the most items the partition may hold after this call, 0 for
+--           no bound: a call that would pass it adds nothing
+-- ARGV[6]   the record's tag: what an operation id was used for (see
+--           replay in filter.lua); empty for a call's own random record
+-- ARGV[7..] the bit offsets of each item's k slots, in decimal, item after
 --           item: a counter (u4) is incremented, saturating at 15, a bit
 --           (u1) is set. None creates the partition and adds nothing.
 -- Returns   one character per item: '1' if all its slots were non-zero
@@ -22,39 +27,53 @@
 --           preceded by '+' when this call created the partition. '?' when
 --           KEYS[1] does not exist and ARGV[4] is '0': nothing written.
 
-local done = redis.call('GET', KEYS[2])
+local key, record, copyKey = KEYS[1], KEYS[2], KEYS[3]
+local tag = ARGV[6]
+local FIRST_OFFSET = 7
+
+local done, err = replay(record, tag)
+if err then return err end
 if done then return done end
 
 local f, why = parse(ARGV[1])
 if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
 local ttl = int(ARGV[2], 0, 2^50)
 local keep = int(ARGV[3], 1, 2^50)
-if not ttl or not keep then return reject('ARGS', 'ARGV[2..3] are not durations in ms') end
-if ARGV[4] ~= '0' and ARGV[4] ~= '1' then return reject('ARGS', 'ARGV[4] is not 0 or 1') end
-local exists, head, err, copy
-exists, head = open(KEYS[1], f)
-if exists == nil then return head end
-copy, err = copyOf(head, f)
+local limit = int(ARGV[5], 0, 2^53)
+if not ttl or not keep or not limit then
+  return reject('ARGS', 'ARGV[2], ARGV[3] or ARGV[5] is not a whole number in range')
+end
+local create = ARGV[4]
+if create ~= '0' and create ~= '1' then return reject('ARGS', 'ARGV[4] is not 0 or 1') end
+local exists, head
+exists, head, err = open(key, f)
+if err then return err end
+local copy
+copy, err = copyOf(head, f, copyKey)
 if err then return err end
 local op, zero = 'INCRBY', 1 -- a counter at 0 comes back as 1
 if f.mode == 'b' then op, zero = 'SET', 0 end -- SET returns the old bit
-local bitfield, n = slots(f, 5, op, '1')
-if not bitfield then return n end -- n is the error reply
-if not exists and ARGV[4] == '0' then return '?' end
+local bitfield, n
+bitfield, n, err = slots(f, ARGV, FIRST_OFFSET, op, '1')
+if err then return err end
+if not exists and create == '0' then return '?' end
+if limit > 0 and n > 0 and (exists and itemsOf(head) or 0) + n > limit then
+  return reject('FULL', key .. ' would hold more than ' .. limit .. ' items')
+end
 
 -- The first reply is the item count kept in the header.
 bitfield[6] = n
-local r = redis.call('BITFIELD', KEYS[1], unpack(bitfield))
+local r = redis.call('BITFIELD', key, unpack(bitfield))
 if copy then redis.call('BITFIELD', copy, unpack(bitfield)) end
 if not exists then
   -- Written after BITFIELD, which is the only call that can still fail.
-  -- Bytes 25-32 hold the item count BITFIELD has just set.
-  redis.call('SETRANGE', KEYS[1], 0, string.sub(ARGV[1], 1, 24))
-  redis.call('SETRANGE', KEYS[1], 32, string.sub(ARGV[1], 33))
-  if redis.call('STRLEN', KEYS[1]) < f.size then
-    redis.call('SETRANGE', KEYS[1], f.size - 1, '\0')
+  -- Bytes 24-31 hold the item count BITFIELD has just set.
+  redis.call('SETRANGE', key, 0, string.sub(ARGV[1], 1, 24))
+  redis.call('SETRANGE', key, 32, string.sub(ARGV[1], 33))
+  if redis.call('STRLEN', key) < f.size then
+    redis.call('SETRANGE', key, f.size - 1, '\0')
   end
-  if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
 
 local out, j, k = {}, 2, f.k
@@ -68,5 +87,5 @@ for i = 1, n do
 end
 local res = table.concat(out)
 if not exists then res = '+' .. res end
-redis.call('SET', KEYS[2], res, 'PX', keep)
+remember(record, tag, res, keep)
 return res

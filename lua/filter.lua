@@ -55,52 +55,87 @@ end
 
 -- open compares the filter stored at key with f, parsed from the header
 -- the caller expects. It returns true and the stored header if the filter
--- exists, false if the key does not, or nil and an error reply.
+-- exists, false if the key does not, or nil, nil and an error reply.
 local function open(key, f)
   local head = redis.pcall('GETRANGE', key, 0, HEADER - 1)
   if type(head) == 'table' then
     -- Only WRONGTYPE says what the key holds; pass any other error on (an
     -- ACL refusal must not make a healthy filter look like something else).
     if string.find(head.err, 'WRONGTYPE', 1, true) then
-      return nil, reject('NOTFILTER', key .. ' holds another type')
+      return nil, nil, reject('NOTFILTER', key .. ' holds another type')
     end
-    return nil, head
+    return nil, nil, head
   end
   if head == '' then
     if redis.call('EXISTS', key) == 1 then
-      return nil, reject('NOTFILTER', key .. ' holds an empty string')
+      return nil, nil, reject('NOTFILTER', key .. ' holds an empty string')
     end
     return false
   end
   if string.sub(head, 1, 24) ~= f.ident then
     local have, why = parse(head)
-    if not have then return nil, reject('NOTFILTER', key .. ': ' .. why) end
-    return nil, reject('MISMATCH', key .. ' is ' .. have.mode .. ' m=' .. have.m ..
+    if not have then return nil, nil, reject('NOTFILTER', key .. ': ' .. why) end
+    return nil, nil, reject('MISMATCH', key .. ' is ' .. have.mode .. ' m=' .. have.m ..
       ' k=' .. have.k .. ', caller wants ' .. f.mode .. ' m=' .. f.m .. ' k=' .. f.k)
   end
   if #head < HEADER or redis.call('STRLEN', key) ~= f.size then
-    return nil, reject('DAMAGED', key .. ': its length is not ' .. f.size)
+    return nil, nil, reject('DAMAGED', key .. ': its length is not ' .. f.size)
   end
   if string.sub(head, 50) ~= RESERVED then
-    return nil, reject('NOTFILTER', key .. ': reserved header bytes are not zero')
+    return nil, nil, reject('NOTFILTER', key .. ': reserved header bytes are not zero')
   end
   return true, head
 end
 
--- copyOf returns KEYS[3] when the partition whose header is head is being
--- rebuilt into it (header byte 49 is 1, set by rebuild.lua) and it holds a
--- copy of the same identity: every write then goes to both. It returns nil
--- otherwise, or nil and an error reply.
-local function copyOf(head, f)
+-- copyOf returns copy, the key of the partition's copy being rebuilt, when
+-- the partition whose header is head is being rebuilt into it (header byte
+-- 48 is 1, set by rebuild.lua) and it holds a copy of the same identity:
+-- every write then goes to both. It returns nil otherwise, or nil and an
+-- error reply.
+local function copyOf(head, f, copy)
   if not head or string.byte(head, 49) ~= 1 then return nil end
-  local exists, res = open(KEYS[3], f)
-  if exists == nil then return nil, res end -- res is an error reply
-  if exists then return KEYS[3] end
+  local exists, _, err = open(copy, f)
+  if err then return nil, err end
+  if exists then return copy end
   return nil
 end
 
+-- itemsOf returns the item count kept in the header head, bytes 24-31
+-- (big-endian int64). A negative count (removes of false positives) reads
+-- as 0. Doubles are exact far beyond any real count.
+local function itemsOf(head)
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(head, 25, 32)
+  if b1 >= 128 then return 0 end
+  return ((((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6) * 256 + b7) * 256 + b8
+end
+
+-- replay returns the answer recorded at record by an earlier call of the
+-- same operation, or nil if there is none. A record is the tag of the call
+-- that made it (what the operation id was used for: the operation and a
+-- digest of its items), ':', and its answer. A record with another tag
+-- means the id was used for something else: the second return value is
+-- then an error reply, and nothing may be written. So is a tag that could
+-- not label a record: one longer than 64 bytes or holding ':'.
+local function replay(record, tag)
+  if #tag > 64 or string.find(tag, ':', 1, true) then
+    return nil, reject('ARGS', 'the record tag is not up to 64 bytes without ":"')
+  end
+  local done = redis.call('GET', record)
+  if not done then return nil end
+  local head = tag .. ':'
+  if string.sub(done, 1, #head) ~= head then
+    return nil, reject('OPID', record .. ' records another operation')
+  end
+  return string.sub(done, #head + 1)
+end
+
+-- remember records answer at record for keep ms, under tag (see replay).
+local function remember(record, tag, answer, keep)
+  redis.call('SET', record, tag .. ':' .. answer, 'PX', keep)
+end
+
 -- build appends op <type> <offset> value to args for each offset in
--- ARGV[first..last], from args[j + 1] on, checking that the offset is the
+-- a[first..last], from args[j + 1] on, checking that the offset is the
 -- first bit of a slot: in [lo, hi], a multiple of w. It returns nil, or
 -- the index in ARGV of the first offset that is not. Arithmetic on an
 -- argument that is not a number raises an error, which slots catches.
@@ -109,8 +144,7 @@ end
 --
 -- This loop is the hot path of every write. "s + 0" reads the number with
 -- one strtod; tonumber(s) is a function call that reads it twice.
-local function build(args, j, first, last, lo, hi, w, op, typ, value)
-  local a = ARGV
+local function build(args, a, j, first, last, lo, hi, w, op, typ, value)
   for i = first, last do
     local s = a[i]
     local o = s + 0
@@ -124,9 +158,9 @@ local function build(args, j, first, last, lo, hi, w, op, typ, value)
   return nil
 end
 
--- slots checks ARGV[first..], the bit offsets of k slots per item, and
+-- slots checks argv[first..], the bit offsets of k slots per item, and
 -- returns the arguments of the one BITFIELD call that applies them, and the
--- number of items; or nil and an error reply. The call starts by changing
+-- number of items; or nil, nil and an error reply. The call starts by changing
 -- the item count kept in the header (bit 192) by 0, which the caller sets,
 -- under OVERFLOW SAT, which the caller may change; then comes op <type>
 -- <offset> value for each slot. Every offset must be the first bit of one of
@@ -136,23 +170,23 @@ end
 -- The client sends one argument per slot rather than the four BITFIELD
 -- takes: Redis turns every argument into a Lua string before the script
 -- starts, and that costs more than adding the other three here.
-local function slots(f, first, op, value)
-  local last = #ARGV
+local function slots(f, argv, first, op, value)
+  local last = #argv
   local count = last - first + 1
   if count > MAX_SLOTS or count % f.k ~= 0 then
-    return nil, reject('ARGS', count .. ' slot offsets: not a multiple of k = ' .. f.k ..
+    return nil, nil, reject('ARGS', count .. ' slot offsets: not a multiple of k = ' .. f.k ..
       ' up to ' .. MAX_SLOTS)
   end
   local w = f.width
   local lo = HEADER * 8
   local args = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, 0}
-  local ok, bad = pcall(build, args, 6, first, last, lo, lo + (f.m - 1) * w, w,
+  local ok, bad = pcall(build, args, argv, 6, first, last, lo, lo + (f.m - 1) * w, w,
     op, (w == 4) and 'u4' or 'u1', value)
   if not ok then
-    return nil, reject('ARGS', 'ARGV[' .. first .. '..' .. last .. '] are not all numbers')
+    return nil, nil, reject('ARGS', 'ARGV[' .. first .. '..' .. last .. '] are not all numbers')
   end
   if bad then
-    return nil, reject('ARGS', 'ARGV[' .. bad .. '] is not the bit offset of a slot')
+    return nil, nil, reject('ARGS', 'ARGV[' .. bad .. '] is not the bit offset of a slot')
   end
   return args, count / f.k
 end

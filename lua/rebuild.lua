@@ -11,25 +11,28 @@
 --           'abort': unmark KEYS[1] and delete KEYS[2].
 -- Returns   'ok'
 
+local key, copy = KEYS[1], KEYS[2]
+local action = ARGV[2]
+
 local f, why = parse(ARGV[1])
 if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
-local action = ARGV[2]
 if action ~= 'begin' and action ~= 'switch' and action ~= 'abort' then
   return reject('ARGS', 'ARGV[2] is not begin, switch or abort')
 end
-local exists, head = open(KEYS[1], f)
-if exists == nil then return head end
-local copied, err = open(KEYS[2], f)
-if copied == nil then return err end
+local exists, _, err = open(key, f)
+if err then return err end
+local copied
+copied, _, err = open(copy, f)
+if err then return err end
 
 if action == 'begin' then
-  if not copied then return reject('ARGS', KEYS[2] .. ' does not exist') end
-  if exists then redis.call('SETRANGE', KEYS[1], 48, '\1') end
+  if not copied then return reject('ARGS', copy .. ' does not exist') end
+  if exists then redis.call('SETRANGE', key, 48, '\1') end
 elseif action == 'switch' then
-  if not copied then return reject('ARGS', KEYS[2] .. ' does not exist') end
-  redis.call('RENAME', KEYS[2], KEYS[1])
+  if not copied then return reject('ARGS', copy .. ' does not exist') end
+  redis.call('RENAME', copy, key)
 else
-  if exists then redis.call('SETRANGE', KEYS[1], 48, '\0') end
-  if copied then redis.call('DEL', KEYS[2]) end
+  if exists then redis.call('SETRANGE', key, 48, '\0') end
+  if copied then redis.call('DEL', copy) end
 end
 return 'ok'

@@ -5,18 +5,26 @@
 -- each seeing the counters as the ones before it left them.
 --
 -- KEYS[1]   the partition's key
--- KEYS[2]   this call's operation key, as in add.lua
+-- KEYS[2]   this call's operation record, as in add.lua
 -- KEYS[3]   the partition's copy being rebuilt, as in add.lua: the items
 --           are removed from it too (where they are present)
 -- ARGV[1]   the partition's 64-byte header (only compared, never written)
 -- ARGV[2]   how long KEYS[2] is kept, in ms
--- ARGV[3..] the bit offsets of each item's k counters, in decimal, item
+-- ARGV[3]   the record's tag, as in add.lua; with a tag the answer is
+--           recorded even when nothing was removed, so that a replay of the
+--           operation id answers the same after the items were added
+-- ARGV[4..] the bit offsets of each item's k counters, in decimal, item
 --           after item
 -- Returns   one character per item: '1' removed, '0' definitely absent
 --           (nothing changed); '?' when KEYS[1] does not exist (nothing
 --           written: the client tells a new filter from a damaged one).
 
-local done = redis.call('GET', KEYS[2])
+local key, record, copyKey = KEYS[1], KEYS[2], KEYS[3]
+local tag = ARGV[3]
+local FIRST_OFFSET = 4
+
+local done, err = replay(record, tag)
+if err then return err end
 if done then return done end
 
 local f, why = parse(ARGV[1])
@@ -24,12 +32,15 @@ if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
 if f.mode ~= 'c' then return reject('ARGS', 'remove needs a counting filter') end
 local keep = int(ARGV[2], 1, 2^50)
 if not keep then return reject('ARGS', 'ARGV[2] is not a duration in ms') end
-local exists, head = open(KEYS[1], f)
-if exists == nil then return head end
-local copy, err = copyOf(head, f)
+local exists, head
+exists, head, err = open(key, f)
 if err then return err end
-local bitfield, n = slots(f, 3, 'INCRBY', '-1')
-if not bitfield then return n end -- n is the error reply
+local copy
+copy, err = copyOf(head, f, copyKey)
+if err then return err end
+local bitfield, n
+bitfield, n, err = slots(f, ARGV, FIRST_OFFSET, 'INCRBY', '-1')
+if err then return err end
 if not exists then return '?' end
 local k, slotCount = f.k, n * f.k
 
@@ -55,7 +66,7 @@ local function removeFrom(key)
   local undo = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n}
   local get = {}
   for t = 1, slotCount do
-    local o = ARGV[t + 2]
+    local o = ARGV[t + FIRST_OFFSET - 1]
     if r[t + 1] ~= false then
       undo[#undo + 1] = 'INCRBY'
       undo[#undo + 1] = 'u4'
@@ -76,13 +87,13 @@ local function removeFrom(key)
     local first, last = (i - 1) * k + 1, i * k
     local present = true
     for t = first, last do
-      if (now[ARGV[t + 2]] or v[t]) == 0 then present = false break end
+      if (now[ARGV[t + FIRST_OFFSET - 1]] or v[t]) == 0 then present = false break end
     end
     out[i] = present and '1' or '0'
     if present then
       removed = removed + 1
       for t = first, last do
-        local o = ARGV[t + 2]
+        local o = ARGV[t + FIRST_OFFSET - 1]
         local c = now[o] or v[t]
         -- c is 0 only when the item hits this counter more than once.
         if c > 0 and c < 15 then
@@ -102,7 +113,9 @@ local function removeFrom(key)
   return table.concat(out), removed
 end
 
-local res, removed = removeFrom(KEYS[1])
+local res, removed = removeFrom(key)
 if copy then removeFrom(copy) end
-if removed > 0 then redis.call('SET', KEYS[2], res, 'PX', keep) end
+-- A random record is needed only when something changed: a retry of a
+-- call that removed nothing may as well run again.
+if removed > 0 or tag ~= '' then remember(record, tag, res, keep) end
 return res

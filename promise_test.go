@@ -1,0 +1,161 @@
+package rbloom
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Regression tests for paths that answered "absent" for a held item, or
+// dropped an item, without an error: each failed on the code before its fix.
+
+// heldItems adds n items to c and returns them.
+func heldItems(t *testing.T, c *Counting, n int) []string {
+	t.Helper()
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprint("held-", i)
+	}
+	if _, err := c.AddMany(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
+// inPartition returns the items that live in partition p.
+func inPartition(c *Counting, items []string, p int) []string {
+	var in []string
+	for _, item := range items {
+		if q, _ := c.f.locate(nil, item); q == p {
+			in = append(in, item)
+		}
+	}
+	return in
+}
+
+// TestCreateOnDamagedFilter: Create on a filter one of whose partitions
+// vanished must fail with ErrDamaged and write nothing, for every index;
+// before, it recreated the partition empty and its items tested absent.
+func TestCreateOnDamagedFilter(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "create", Options{Capacity: 2000, Partitions: 4})
+		for p := range 4 {
+			c.Drop(ctx)
+			items := heldItems(t, c, 200)
+			rdb.Del(ctx, c.f.parts[p].key)
+			before := dump(t, rdb)
+			if err := c.Create(ctx); !errors.Is(err, ErrDamaged) {
+				t.Errorf("partition %d lost: Create = %v, want ErrDamaged", p, err)
+			}
+			if after := dump(t, rdb); !maps.Equal(before, after) {
+				t.Errorf("partition %d lost: Create wrote to Redis", p)
+			}
+			for _, item := range inPartition(c, items, p) {
+				if !must(c.Test(ctx, item)) {
+					t.Fatalf("partition %d lost, then Create: %q tests absent", p, item)
+				}
+			}
+		}
+	})
+}
+
+// TestLostPartitionSingleReads: losing any one partition, the one at
+// rbloom:{name} included, must leave every item it held "may be present"
+// for Test and Count as for TestMany; before, losing the root partition
+// made single reads of its items answer absent.
+func TestLostPartitionSingleReads(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		// One name, so that one of the four is the root partition.
+		c := newCounting(t, rdb, "single", Options{Capacity: 2000, Partitions: 4})
+		for p := range 4 {
+			c.Drop(ctx)
+			items := heldItems(t, c, 200)
+			rdb.Del(ctx, c.f.parts[p].key)
+			lost := inPartition(c, items, p)
+			if len(lost) == 0 {
+				t.Fatalf("no item in partition %d: the test proves nothing", p)
+			}
+			for _, item := range lost {
+				if !must(c.Test(ctx, item)) {
+					t.Fatalf("partition %d (%s) lost: Test(%q) = false, want true", p, c.f.parts[p].key, item)
+				}
+				if !must(c.TestMany(ctx, []string{item}))[0] {
+					t.Fatalf("partition %d (%s) lost: TestMany([%q]) = false, want true", p, c.f.parts[p].key, item)
+				}
+				if n := must(c.Count(ctx, item)); n != 15 {
+					t.Fatalf("partition %d lost: Count(%q) = %d, want 15 (unknown)", p, item, n)
+				}
+			}
+		}
+	})
+}
+
+// TestOpenLostRoot: when the partition at rbloom:{name} is the one
+// missing, Open must say the filter is damaged, not that it does not
+// exist.
+func TestOpenLostRoot(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		for _, parts := range []int{2, 3, 7} {
+			name := fmt.Sprint("open-root-", parts)
+			c := newCounting(t, rdb, name, Options{Capacity: 2000, Partitions: parts})
+			heldItems(t, c, 50)
+			rdb.Del(ctx, keyOf(name))
+			if _, err := Open(ctx, rdb, name); !errors.Is(err, ErrDamaged) {
+				t.Errorf("P=%d, root lost: Open = %v, want ErrDamaged", parts, err)
+			}
+			c.Drop(ctx)
+			if _, err := Open(ctx, rdb, name); !errors.Is(err, ErrNotFound) {
+				t.Errorf("P=%d, dropped: Open = %v, want ErrNotFound", parts, err)
+			}
+		}
+	})
+}
+
+// TestOnceIDReuse: an operation id used again for another item, or for
+// another operation, must be an error or be applied, never a silent
+// success that drops the item.
+func TestOnceIDReuse(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "reuse", Options{Capacity: 1000})
+		if must(c.AddOnce(ctx, "item", "topic/0/100")) {
+			t.Fatal("first AddOnce = true, want false")
+		}
+		before := dump(t, rdb)
+		if _, err := c.AddOnce(ctx, "other-item", "topic/0/100"); !errors.Is(err, ErrOpIDReused) {
+			t.Errorf("AddOnce of another item with a used id = %v, want ErrOpIDReused", err)
+		}
+		if after := dump(t, rdb); !maps.Equal(before, after) {
+			t.Error("the refused AddOnce wrote to Redis")
+		}
+		// The same call again is a replay: the first answer, nothing added.
+		if must(c.AddOnce(ctx, "item", "topic/0/100")) || must(c.Count(ctx, "item")) != 1 {
+			t.Error("a replayed AddOnce did not return the first answer, or added again")
+		}
+
+		// Add and remove ids are apart: removing with the id of an add
+		// removes.
+		must(c.AddOnce(ctx, "x", "evt-1"))
+		if !must(c.RemoveOnce(ctx, "x", "evt-1")) {
+			t.Error("RemoveOnce(x, evt-1) after AddOnce(x, evt-1) = false, want true")
+		}
+		if must(c.Test(ctx, "x")) {
+			t.Error("x still present after RemoveOnce")
+		}
+		if _, err := c.RemoveOnce(ctx, "y", "evt-1"); !errors.Is(err, ErrOpIDReused) {
+			t.Errorf("RemoveOnce of another item with a used id = %v, want ErrOpIDReused", err)
+		}
+
+		// A RemoveOnce that found nothing is recorded too: replayed after
+		// the item was added, it still answers false and removes nothing.
+		if must(c.RemoveOnce(ctx, "z", "del-z")) {
+			t.Fatal("RemoveOnce of an absent item = true")
+		}
+		must(c.Add(ctx, "z"))
+		if must(c.RemoveOnce(ctx, "z", "del-z")) || !must(c.Test(ctx, "z")) {
+			t.Error("a replayed RemoveOnce removed an item added after the first call")
+		}
+	})
+}
