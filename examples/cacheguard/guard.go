@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rbloom/rbloom"
 )
 
-// The filter holds "item:<id>" for every row of the table, plus one marker,
-// ready, that warm adds after every key: without it the filter's "absent"
-// means nothing (not loaded yet, or lost by Redis and re-created by writes),
-// and lookups go to the database.
-const readyMarker = "ready"
-
+// The filter holds "item:<id>" for every row of the table, plus a marker
+// (see ready.go).
 func filterItem(id string) string { return "item:" + id }
 
 var (
@@ -40,11 +38,18 @@ var (
 type guard struct {
 	table  *table
 	filter *rbloom.Counting
+	rdb    redis.UniversalClient // the filter's Redis, for its record
+	record string                // the record's key: recordKey(filter.Name())
 	stats  stats
 
+	// lineage is the database's lineage, whose marker lookups and deletes
+	// test: set by warm, which must return before the guard serves.
+	lineage string
+
 	// crash, when set, is called between the filter write and the database
-	// write of insert and delete, and between the batches of warm. Tests
-	// make it panic, to stop the work where a dying process would.
+	// write of insert and delete, before delete's remove, and between the
+	// batches of warm. Tests make it panic, to stop the work where a dying
+	// process would.
 	crash func(step, id string)
 }
 
@@ -61,7 +66,7 @@ const (
 func (g *guard) get(ctx context.Context, id string) (string, answeredBy, error) {
 	g.stats.lookups.Add(1)
 	// One round trip asks for the key and the marker together.
-	maybe, err := g.filter.TestMany(ctx, []string{filterItem(id), readyMarker})
+	maybe, err := g.filter.TestMany(ctx, []string{filterItem(id), readyItem(g.lineage)})
 	switch {
 	case err != nil:
 		// Redis failed: the database still knows. Never guess "absent".
@@ -126,20 +131,39 @@ func (g *guard) delete(ctx context.Context, id string) error {
 	g.step("delete", id)
 	// Before warm has finished, the key may not be in the filter yet, and
 	// removing it could take counts that belong to other keys: leave it.
-	ready, err := g.filter.Test(ctx, readyMarker)
+	ready, err := g.filter.Test(ctx, readyItem(g.lineage))
 	if err == nil && ready {
-		var removed bool
-		removed, err = g.filter.Remove(ctx, filterItem(id))
-		if err == nil && !removed {
-			// Every row's key is in the filter: this one was not, so the
-			// filter was answering 404 for an existing row.
-			log.Printf("filter: %q was absent from the filter while its row existed: the filter has lost keys, rebuild it", id)
-		}
+		err = g.remove(ctx, id)
 	}
 	if err != nil {
 		log.Printf("filter: remove %q: %v (the row is deleted; its key stays as a ghost)", id, err)
 	}
 	return nil
+}
+
+// remove removes the key of row id, which delete has just deleted. It
+// advances the record's clock first, so that no copy of the database that
+// still has the row can be trusted with the filter afterwards (see
+// ready.go), and raises the database's generation to the clock, so that
+// the database as it is can.
+func (g *guard) remove(ctx context.Context, id string) error {
+	gen, err := g.advance(ctx)
+	if err != nil {
+		return err
+	}
+	if err := g.table.raiseGeneration(ctx, gen); err != nil {
+		// Behind the clock, the database will not be trusted: the next
+		// start loads every key again.
+		log.Printf("database: raise the generation to %d: %v (the next start loads the filter again)", gen, err)
+	}
+	g.step("remove", id)
+	removed, err := g.filter.Remove(ctx, filterItem(id))
+	if err == nil && !removed {
+		// Every row's key is in the filter: this one was not, so the
+		// filter was answering 404 for an existing row.
+		log.Printf("filter: %q was absent from the filter while its row existed: the filter has lost keys, rebuild it", id)
+	}
+	return err
 }
 
 // step calls the crash hook, if any.

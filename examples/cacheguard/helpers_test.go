@@ -15,7 +15,14 @@ import (
 // newTable returns a table in a new SQLite file in t.TempDir().
 func newTable(t *testing.T) *table {
 	t.Helper()
-	tbl, err := openSQLite(t.Context(), filepath.Join(t.TempDir(), "items.db"))
+	return openFile(t, filepath.Join(t.TempDir(), "items.db"))
+}
+
+// openFile opens the table in the SQLite file path, creating it if needed,
+// and closes it when the test ends.
+func openFile(t *testing.T, path string) *table {
+	t.Helper()
+	tbl, err := openSQLite(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,9 +30,28 @@ func newTable(t *testing.T) *table {
 	return tbl
 }
 
+// backup copies tbl's database, as it is now, into a new SQLite file and
+// returns its path. VACUUM INTO makes a consistent copy while the database
+// is in use, WAL included, as a backup tool would.
+func backup(t *testing.T, tbl *table) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "backup.db")
+	if _, err := tbl.db.ExecContext(t.Context(), `VACUUM INTO $1`, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // newMiniredis returns a client of a new in-memory Redis.
 func newMiniredis(t *testing.T) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{Addr: rbloomtest.NewMiniredis(t).Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// newRedis returns a client of a new redis-server (see rbloomtest.StartRedis).
+func newRedis(t *testing.T) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t)})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
 }
@@ -38,7 +64,7 @@ func newGuard(t *testing.T, tbl *table, rdb redis.UniversalClient, capacity uint
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &guard{table: tbl, filter: f}
+	return &guard{table: tbl, filter: f, rdb: rdb, record: recordKey(f.Name())}
 }
 
 // seed inserts rows with the given ids straight into the table, in one

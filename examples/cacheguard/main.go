@@ -13,7 +13,9 @@
 // REDIS_URL (redis://host:6379/0) a real Redis instead of the in-memory one.
 //
 // guard.go holds the idea: the order of the two writes that keeps the filter
-// free of false negatives when the process dies between them.
+// free of false negatives when the process dies between them. ready.go holds
+// the rule that decides, at start, whether the filter in Redis holds every
+// row of this database or must be loaded again.
 package main
 
 import (
@@ -75,7 +77,7 @@ func run(ctx context.Context, addr, sqlitePath, name string, opts rbloom.Options
 	if err != nil {
 		return err
 	}
-	g := &guard{table: tbl, filter: filter}
+	g := &guard{table: tbl, filter: filter, rdb: rdb, record: recordKey(name)}
 	start := time.Now()
 	n, err := g.warm(ctx, 10_000)
 	if err != nil {

@@ -17,10 +17,20 @@ type table struct {
 	db *sql.DB
 }
 
-const schema = `CREATE TABLE IF NOT EXISTS items (
+// schema creates the table of items, and rbloom_meta: one row, the
+// lineage and generation of the database's state that the filter follows
+// (see ready.go).
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS items (
 	id    TEXT PRIMARY KEY,
 	value TEXT NOT NULL
-)`
+)`,
+	`CREATE TABLE IF NOT EXISTS rbloom_meta (
+	one        INTEGER PRIMARY KEY CHECK (one = 1),
+	lineage    TEXT NOT NULL,
+	generation BIGINT NOT NULL
+)`,
+}
 
 // openPostgres opens the PostgreSQL database that url names
 // ("postgres://user:pass@host:5432/db") and creates the table if needed.
@@ -44,9 +54,11 @@ func openTable(ctx context.Context, driver, dsn string) (*table, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("create table: %w", err)
+	for _, stmt := range schema {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("create table: %w", err)
+		}
 	}
 	return &table{db: db}, nil
 }
@@ -102,4 +114,28 @@ func (t *table) ids(ctx context.Context, fn func(id string) error) error {
 		}
 	}
 	return rows.Err()
+}
+
+// meta returns the lineage and generation in rbloom_meta, or "" and 0 when
+// the filter was never loaded from this database.
+func (t *table) meta(ctx context.Context) (lineage string, generation int64, err error) {
+	err = t.db.QueryRowContext(ctx, `SELECT lineage, generation FROM rbloom_meta`).Scan(&lineage, &generation)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, nil
+	}
+	return lineage, generation, err
+}
+
+// setLineage starts a new lineage: lineage, at generation 0.
+func (t *table) setLineage(ctx context.Context, lineage string) error {
+	_, err := t.db.ExecContext(ctx, `INSERT INTO rbloom_meta (one, lineage, generation) VALUES (1, $1, 0)
+		ON CONFLICT (one) DO UPDATE SET lineage = excluded.lineage, generation = 0`, lineage)
+	return err
+}
+
+// raiseGeneration sets the generation to gen, unless it is already higher:
+// deletes that run at once raise it in any order.
+func (t *table) raiseGeneration(ctx context.Context, gen int64) error {
+	_, err := t.db.ExecContext(ctx, `UPDATE rbloom_meta SET generation = $1 WHERE generation < $1`, gen)
+	return err
 }

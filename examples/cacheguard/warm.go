@@ -7,32 +7,37 @@ import (
 )
 
 // warm loads every primary key of the table into the filter, in batches of
-// batch keys (one AddMany each), unless the filter is marked ready. It
-// returns the number of keys loaded.
+// batch keys (one AddMany each), unless the filter is trusted for the
+// database as it is (see ready.go). It returns the number of keys loaded.
 //
-// The marker is added last, so a warm that dies half-way leaves a filter
-// that is not ready: lookups keep asking the database, deletes leave their
-// keys in the filter, and the next start warms again. Keys already in the
-// filter are added again on top: an extra count only makes a ghost when the
-// row is deleted, while starting from an empty filter (Drop) could lose the
-// add of a row being inserted meanwhile by another process.
+// It first writes a new lineage into the database; once every key is
+// loaded, it makes the lineage the record's and advances the clock, raises
+// the database's generation to match, and adds the marker, last. So
+// a warm that dies half-way leaves a filter that is not ready: lookups
+// keep asking the database, deletes leave their keys in the filter, and
+// the next start warms again. Keys already in the filter are added again
+// on top: an extra count only makes a ghost when the row is deleted, while
+// starting from an empty filter (Drop) could lose the add of a row being
+// inserted meanwhile by another process.
 //
 // Writes by other processes during warm are safe: an insert adds its key
-// itself, and a delete does not remove from a filter that is not ready.
+// itself, and a delete removes a key only from a filter marked ready, once
+// its row is gone and the clock advanced.
 func (g *guard) warm(ctx context.Context, batch int) (int, error) {
-	ready, err := g.filter.Test(ctx, readyMarker)
+	lineage, ok, err := g.trusted(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("filter: %w", err)
+		return 0, err
 	}
-	if ready {
+	if ok {
+		g.lineage = lineage
 		return 0, nil
 	}
-	info, err := g.filter.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("filter: %w", err)
+	if lineage != "" {
+		log.Printf("filter %s is not marked ready for this database (loaded from another database or an older copy of this one, a warm that died, or a filter lost): adding every key on top", g.filter.Name())
 	}
-	if info.Exists {
-		log.Printf("filter %s exists but is not marked ready (a warm that died, or a filter lost and re-created by writes): adding every key on top", info.Name)
+	lineage = newLineage()
+	if err := g.table.setLineage(ctx, lineage); err != nil {
+		return 0, fmt.Errorf("database: %w", err)
 	}
 
 	n := 0
@@ -62,8 +67,16 @@ func (g *guard) warm(ctx context.Context, batch int) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	if _, err := g.filter.Add(ctx, readyMarker); err != nil {
+	gen, err := g.adopt(ctx, lineage)
+	if err != nil {
+		return n, err
+	}
+	if err := g.table.raiseGeneration(ctx, gen); err != nil {
+		return n, fmt.Errorf("database: %w", err)
+	}
+	if _, err := g.filter.Add(ctx, readyItem(lineage)); err != nil {
 		return n, fmt.Errorf("filter: %w", err)
 	}
+	g.lineage = lineage
 	return n, nil
 }
