@@ -47,12 +47,20 @@ func (c *Classic) TestMany(ctx context.Context, items []string) ([]bool, error) 
 	return c.f.test(ctx, items)
 }
 
-// Create creates the filter, empty, if it does not exist yet; otherwise it
-// checks that the stored filter has the same parameters. Adding creates the
-// filter too: Create is for making it exist before the first item.
+// Create creates the filter, empty, if none of its partitions exists;
+// otherwise it checks that the stored filter has the same parameters. It
+// fails with ErrDamaged, writing nothing, when some partitions exist and
+// others do not: recreating a lost one empty would make its items test
+// absent. Adding creates the filter too: Create is for making it exist
+// before the first item.
 func (c *Classic) Create(ctx context.Context) error { return c.f.create(ctx) }
 
-// Info reads the filter's parameters and fill from Redis.
+// Info reads the filter's parameters, fill and health from Redis. It
+// scans every partition to count its slots (see Info.NonZero): that moves
+// the whole filter to the client, in commands that each hold Redis for
+// well under a millisecond. A partition that is missing or holds
+// something else is reported in Info.Damaged and Info.Partitions, not as
+// an error, unless nothing of the filter is sound.
 func (c *Classic) Info(ctx context.Context) (*Info, error) { return c.f.info(ctx) }
 
 // Drop deletes the filter from Redis. A later write creates it again.

@@ -1,6 +1,7 @@
 package rbloom
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -292,6 +293,40 @@ func TestLargeFilter(t *testing.T) {
 		}
 		if len(left) > 0 {
 			t.Errorf("after Drop: %v", left)
+		}
+	}
+}
+
+// TestClusterDamage loses one partition of a filter spread over the
+// masters, the one at rbloom:{name} and another: reads still answer "may
+// be present" for every item held, Open tells a lost root from a missing
+// filter, and writes into the lost partition, Create included, fail
+// without recreating it.
+func TestClusterDamage(t *testing.T) {
+	_, rdb := clusterClient(t)
+	c := newCounting(t, rdb, "cluster-damage", Options{Capacity: 6000, Partitions: 6})
+	root := shareOf(keySlot("cluster-damage"), 6)
+	for _, p := range []int{root, (root + 1) % 6} {
+		where := fmt.Sprintf("partition %d lost (root %d)", p, root)
+		c.Drop(ctx)
+		items := heldItems(t, c, 600)
+		rdb.Del(ctx, c.f.parts[p].key)
+		damagedReads(t, where, c, items, true)
+		_, err := Open(ctx, rdb, "cluster-damage")
+		if p == root && !errors.Is(err, ErrDamaged) || p != root && err != nil {
+			t.Errorf("%s: Open = %v", where, err)
+		}
+		if err := c.Create(ctx); !errors.Is(err, ErrDamaged) {
+			t.Errorf("%s: Create = %v, want ErrDamaged", where, err)
+		}
+		if _, err := c.AddMany(ctx, inPartition(c, items, p)); !errors.Is(err, ErrDamaged) {
+			t.Errorf("%s: AddMany = %v, want ErrDamaged", where, err)
+		}
+		if rdb.Exists(ctx, c.f.parts[p].key).Val() != 0 {
+			t.Errorf("%s: the lost partition was recreated", where)
+		}
+		if in := must(c.Info(ctx)); !in.Damaged {
+			t.Errorf("%s: Info.Damaged = false", where)
 		}
 	}
 }

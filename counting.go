@@ -84,7 +84,10 @@ func (c *Counting) RemoveMany(ctx context.Context, items []string) ([]bool, erro
 // same opID, from this process or another, within Options.OnceWindow
 // returns the first call's answer and adds nothing. Use it where the same
 // event can arrive twice, as from a stream delivered at least once, with an
-// id the event carries (a Kafka topic, partition and offset, say).
+// id the event carries (a Kafka topic, partition and offset, say). The id
+// names one add of one item: used again within the window for another item
+// (in the same partition), it fails with ErrOpIDReused and adds nothing.
+// Ids of AddOnce and RemoveOnce are apart.
 func (c *Counting) AddOnce(ctx context.Context, item, opID string) (bool, error) {
 	return c.f.writeOnce(ctx, c.f.addOp(), item, opID)
 }
@@ -92,7 +95,8 @@ func (c *Counting) AddOnce(ctx context.Context, item, opID string) (bool, error)
 // RemoveOnce is Remove, applied at most once per opID, like AddOnce: a
 // delete event delivered twice, even to two consumers at once, removes the
 // item once. The id is checked and recorded by the same script that
-// removes, atomically.
+// removes, atomically, and recorded even when nothing was removed. Used
+// again for another item, it fails with ErrOpIDReused.
 func (c *Counting) RemoveOnce(ctx context.Context, item, opID string) (bool, error) {
 	return c.f.writeOnce(ctx, removeOp(), item, opID)
 }
@@ -115,12 +119,20 @@ func (c *Counting) Count(ctx context.Context, item string) (int, error) {
 	return first(c.f.count(ctx, []string{item}))
 }
 
-// Create creates the filter, empty, if it does not exist yet; otherwise it
-// checks that the stored filter has the same parameters. Adding creates the
-// filter too: Create is for making it exist before the first item.
+// Create creates the filter, empty, if none of its partitions exists;
+// otherwise it checks that the stored filter has the same parameters. It
+// fails with ErrDamaged, writing nothing, when some partitions exist and
+// others do not: recreating a lost one empty would make its items test
+// absent. Adding creates the filter too: Create is for making it exist
+// before the first item.
 func (c *Counting) Create(ctx context.Context) error { return c.f.create(ctx) }
 
-// Info reads the filter's parameters and fill from Redis.
+// Info reads the filter's parameters, fill and health from Redis. It
+// scans every partition to count its slots (see Info.NonZero): that moves
+// the whole filter to the client, in commands that each hold Redis for
+// well under a millisecond. A partition that is missing or holds
+// something else is reported in Info.Damaged and Info.Partitions, not as
+// an error, unless nothing of the filter is sound.
 func (c *Counting) Info(ctx context.Context) (*Info, error) { return c.f.info(ctx) }
 
 // Drop deletes the filter from Redis. A later write creates it again.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +105,188 @@ func TestMustExist(t *testing.T) {
 			}
 		}
 	})
+}
+
+// damages are the ways the key of one partition can vanish or change
+// under a filter of three. vanish tells whether the key is then gone.
+var damages = []struct {
+	name   string
+	vanish bool
+	do     func(t *testing.T, rdb *redis.Client, f *filter, p int)
+}{
+	{"DEL", true, func(t *testing.T, rdb *redis.Client, f *filter, p int) {
+		rdb.Del(ctx, f.parts[p].key)
+	}},
+	{"PEXPIRE", true, func(t *testing.T, rdb *redis.Client, f *filter, p int) {
+		rdb.PExpire(ctx, f.parts[p].key, time.Millisecond)
+		waitFor(t, "the key to expire", func() bool { return rdb.Exists(ctx, f.parts[p].key).Val() == 0 })
+	}},
+	{"another type", false, func(t *testing.T, rdb *redis.Client, f *filter, p int) {
+		rdb.Del(ctx, f.parts[p].key)
+		rdb.RPush(ctx, f.parts[p].key, "x")
+	}},
+	{"emptied", false, func(t *testing.T, rdb *redis.Client, f *filter, p int) {
+		rdb.Set(ctx, f.parts[p].key, "", redis.KeepTTL)
+	}},
+	{"truncated", false, func(t *testing.T, rdb *redis.Client, f *filter, p int) {
+		v := rdb.Get(ctx, f.parts[p].key).Val()
+		rdb.Set(ctx, f.parts[p].key, v[:len(v)/2], redis.KeepTTL)
+	}},
+	{"another partition", false, func(t *testing.T, rdb *redis.Client, f *filter, p int) {
+		rdb.Set(ctx, f.parts[p].key, rdb.Get(ctx, f.parts[(p+1)%len(f.parts)].key).Val(), redis.KeepTTL)
+	}},
+	{"another filter's partition", false, func(t *testing.T, rdb *redis.Client, f *filter, p int) {
+		other := must(NewCounting(rdb, "other", Options{Capacity: 500, Partitions: len(f.parts)}))
+		must(other.Add(ctx, "x"))
+		rdb.Set(ctx, f.parts[p].key, rdb.Get(ctx, other.f.parts[p].key).Val(), redis.KeepTTL)
+		other.Drop(ctx)
+	}},
+}
+
+// TestDamageMatrix damages each partition of a filter, the one at
+// rbloom:{name} included, in each way a key can vanish or change, and
+// calls every public method: no read may answer "absent" for an item the
+// filter held (an error is allowed where the key holds something else),
+// no write may change Redis, Open must not call the filter missing, and
+// Info must say it is damaged.
+func TestDamageMatrix(t *testing.T) {
+	rdb := realRedis(t)
+	const parts = 3
+	c := newCounting(t, rdb, "matrix", Options{Capacity: 3000, Partitions: parts})
+	root := shareOf(keySlot("matrix"), parts)
+	for _, dmg := range damages {
+		for p := range parts {
+			where := fmt.Sprintf("%s of partition %d", dmg.name, p)
+			if p == root {
+				where += " (the root)"
+			}
+			c.Drop(ctx)
+			items := heldItems(t, c, 300)
+			dmg.do(t, rdb, c.f, p)
+			damagedReads(t, where, c, items, dmg.vanish)
+
+			// Open needs the root: without it, only ErrDamaged will do.
+			// A key that holds something else may make it fail, never
+			// with ErrNotFound; a handle it returns must read as safely.
+			o, err := Open(ctx, rdb, "matrix")
+			switch {
+			case p == root && dmg.vanish && !errors.Is(err, ErrDamaged):
+				t.Errorf("%s: Open = %v, want ErrDamaged", where, err)
+			case p != root && dmg.vanish && err != nil:
+				t.Errorf("%s: Open = %v, want the filter (its root is sound)", where, err)
+			case errors.Is(err, ErrNotFound):
+				t.Errorf("%s: Open = %v", where, err)
+			case err == nil:
+				damagedReads(t, where+", opened", o.(*Counting), items, dmg.vanish)
+			}
+
+			lost := inPartition(c, items, p)
+			before := dump(t, rdb)
+			for name, write := range map[string]func() error{
+				"Add":        func() error { _, err := c.Add(ctx, lost[0]); return err },
+				"AddMany":    func() error { _, err := c.AddMany(ctx, lost); return err },
+				"AddOnce":    func() error { _, err := c.AddOnce(ctx, lost[0], "once"); return err },
+				"Remove":     func() error { _, err := c.Remove(ctx, lost[0]); return err },
+				"RemoveMany": func() error { _, err := c.RemoveMany(ctx, lost); return err },
+				"RemoveOnce": func() error { _, err := c.RemoveOnce(ctx, lost[0], "once"); return err },
+				"Create":     func() error { return c.Create(ctx) },
+			} {
+				if err := write(); err == nil {
+					t.Errorf("%s: %s succeeded", where, name)
+				}
+			}
+			if after := dump(t, rdb); !maps.Equal(before, after) {
+				for k, v := range after {
+					if before[k] != v {
+						t.Errorf("%s: refused writes changed %s (%d bytes, was %d)", where, k, len(v), len(before[k]))
+					}
+				}
+			}
+			in, err := c.Info(ctx)
+			if err != nil || !in.Damaged {
+				t.Errorf("%s: Info = damaged %v, error %v; want damaged", where, in != nil && in.Damaged, err)
+			}
+		}
+	}
+}
+
+// damagedReads checks that the reads of a damaged filter never answer
+// "absent" for an item it held: they answer "may be present", or, when
+// the key holds something else (not vanish), may fail instead.
+func damagedReads(t *testing.T, where string, c *Counting, items []string, vanish bool) {
+	t.Helper()
+	check := func(call string, present bool, err error) bool {
+		t.Helper()
+		switch {
+		case err != nil && vanish:
+			t.Errorf("%s: %s = %v, want an answer", where, call, err)
+		case err == nil && !present:
+			t.Errorf("%s: %s answers absent for a held item", where, call)
+		default:
+			return true
+		}
+		return false
+	}
+	res, err := c.TestMany(ctx, items)
+	for i := range items {
+		if !check("TestMany", err != nil || res[i], err) {
+			break
+		}
+	}
+	for _, item := range items {
+		ok, err := c.Test(ctx, item)
+		n, err2 := c.Count(ctx, item)
+		if !check("Test("+item+")", ok, err) || !check("Count("+item+")", n > 0, err2) {
+			return
+		}
+	}
+}
+
+// TestEvictedPartition fills a Redis that evicts keys at random until it
+// evicts a partition of the filter, whichever that is: reads must still
+// answer "may be present" for every item the filter held, writes to the
+// lost partition must fail and change nothing, and Info must say damaged.
+func TestEvictedPartition(t *testing.T) {
+	rdb := realRedis(t)
+	c := newCounting(t, rdb, "evicted", Options{Capacity: 20000, Partitions: 3})
+	items := heldItems(t, c, 2000)
+	used := serverStat(t, rdb, "memory", "used_memory")
+	rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-random")
+	rdb.ConfigSet(ctx, "maxmemory", fmt.Sprint(used+256<<10))
+	lost := -1
+	junk := strings.Repeat("j", 1000)
+	for i := 0; i < 20000 && lost < 0; i++ {
+		rdb.Set(ctx, fmt.Sprint("junk-", i), junk, 0)
+		for p, part := range c.f.parts {
+			if rdb.Exists(ctx, part.key).Val() == 0 {
+				lost = p
+			}
+		}
+	}
+	rdb.ConfigSet(ctx, "maxmemory", "0")
+	if lost < 0 {
+		t.Fatal("20,000 junk keys evicted no partition")
+	}
+	survivors := 0
+	for _, part := range c.f.parts {
+		survivors += int(rdb.Exists(ctx, part.key).Val())
+	}
+	if survivors == 0 {
+		t.Skip("every partition was evicted at once: the filter reads as absent, rightly")
+	}
+	t.Logf("partition %d evicted first; %d of 3 left", lost, survivors)
+	damagedReads(t, "evicted", c, items, true)
+	before := dump(t, rdb)
+	if _, err := c.AddMany(ctx, inPartition(c, items, lost)); !errors.Is(err, ErrDamaged) {
+		t.Errorf("AddMany into the evicted partition: %v, want ErrDamaged", err)
+	}
+	if err := c.Create(ctx); !errors.Is(err, ErrDamaged) {
+		t.Errorf("Create: %v, want ErrDamaged", err)
+	}
+	if after := dump(t, rdb); !maps.Equal(before, after) {
+		t.Error("refused writes changed Redis")
+	}
+	if in := must(c.Info(ctx)); !in.Damaged {
+		t.Error("Info.Damaged = false")
+	}
 }

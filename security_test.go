@@ -36,6 +36,7 @@ var aclCommands = []string{
 	"+bitfield_ro",  // reads, and remove.lua: read slots
 	"+pttl",         // Info: the TTL left
 	"+memory|usage", // Info: the bytes a partition takes
+	"+bitcount",     // Info: count the set bits of a classic filter
 	"+del",          // Drop, and rebuild.lua: drop an aborted copy
 	"+rename",       // rebuild.lua: put the rebuilt copy in place
 }
@@ -106,6 +107,16 @@ func exerciseAll(ctx context.Context, rdb redis.UniversalClient, name string) er
 	in, err := c.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("Info: %w", err)
+	}
+	bits, err := NewClassic(rdb, name+"-bits", Options{Capacity: 100})
+	if err != nil {
+		return err
+	}
+	if _, err := bits.Add(ctx, "a"); err != nil {
+		return fmt.Errorf("classic Add: %w", err)
+	}
+	if bin, err := bits.Info(ctx); err != nil || bin.NonZero == 0 {
+		return fmt.Errorf("classic Info = %v, %v", bin, err)
 	}
 	// 300 + a + b - a - item-0 - b; MEMORY USAGE exceeds the length.
 	if !in.Exists || len(in.Partitions) != 3 || in.Items != 299 || in.TTL <= 0 || in.Bytes <= 3*c.f.h.size() {

@@ -57,6 +57,7 @@ local bitfield, n
 bitfield, n, err = slots(f, ARGV, FIRST_OFFSET, op, '1')
 if err then return err end
 if not exists and create == '0' then return '?' end
+if exists and n == 0 then return '' end -- nothing to add, nothing to record
 if limit > 0 and n > 0 and (exists and itemsOf(head) or 0) + n > limit then
   return reject('FULL', key .. ' would hold more than ' .. limit .. ' items')
 end

@@ -232,10 +232,25 @@ func printInfo(c *cli, in *rbloom.Info) {
 		{"items", fmt.Sprintf("%d (added minus removed, approximate)", in.Items)},
 		{"memory", fmt.Sprintf("%d bytes (%s)", in.Bytes, bytesIEC(in.Bytes))},
 		{"expires", ttl},
-		{"error rate now", percent(in.FalsePositiveRate) + " expected at this fill"},
+		{"error rate now", percent(in.FalsePositiveRate) + " expected from the items, " +
+			percent(in.MeasuredFalsePositiveRate) + " measured from the slots"},
+		{"slots in use", fmt.Sprintf("%d of %d non-zero (%s), %d saturated at 15",
+			in.NonZero, in.Counters, percent(float64(in.NonZero)/float64(max(1, in.Counters))), in.Saturated)},
+		{"damaged", strconv.FormatBool(in.Damaged)},
 	} {
 		fmt.Fprintf(c.out, "%-15s %s\n", row[0]+":", row[1])
 	}
+	warnOverfull(c, in)
+}
+
+// warnOverfull prints to stderr, when the filter holds more than it was
+// sized for, what that costs and how to fix it.
+func warnOverfull(c *cli, in *rbloom.Info) {
+	if !in.Overfull() {
+		return
+	}
+	fmt.Fprintf(c.stderr, "rbloom: warning: %s holds %d items for a capacity of %d (%.1fx); its false-positive rate is %s against a target of %s: create a bigger filter (rbloom create NEW --capacity %d) and load it\n",
+		in.Name, in.Items, in.Capacity, in.Fill, percent(in.MeasuredFalsePositiveRate), percent(in.ErrorRate), max(2*in.Items, 1000))
 }
 
 // partitions sums up the filter's keys: one of them would do to find it
@@ -253,17 +268,24 @@ func partitions(in *rbloom.Info) string {
 // infoJSON is the shape of info --json: rbloom.Info with names and units
 // fit for jq.
 type infoJSON struct {
-	Name              string          `json:"name"`
-	Mode              string          `json:"mode"` // "counting" or "classic"
-	Counters          uint64          `json:"counters"`
-	Hashes            int             `json:"hashes"`
-	Capacity          uint64          `json:"capacity"` // 0: unknown
-	ErrorRate         float64         `json:"error_rate"`
-	Items             int64           `json:"items"`
-	Bytes             int64           `json:"bytes"`
-	TTLSeconds        float64         `json:"ttl_seconds"` // 0: never expires
-	FalsePositiveRate float64         `json:"false_positive_rate"`
-	Partitions        []partitionJSON `json:"partitions"`
+	Name              string  `json:"name"`
+	Mode              string  `json:"mode"` // "counting" or "classic"
+	Counters          uint64  `json:"counters"`
+	Hashes            int     `json:"hashes"`
+	Capacity          uint64  `json:"capacity"` // 0: unknown
+	ErrorRate         float64 `json:"error_rate"`
+	Items             int64   `json:"items"`
+	Bytes             int64   `json:"bytes"`
+	TTLSeconds        float64 `json:"ttl_seconds"` // 0: never expires
+	FalsePositiveRate float64 `json:"false_positive_rate"`
+	// Measured from the slots: see rbloom.Info.
+	MeasuredFalsePositiveRate float64         `json:"measured_false_positive_rate"`
+	Fill                      float64         `json:"fill"` // items / capacity
+	NonZero                   uint64          `json:"non_zero_slots"`
+	Saturated                 uint64          `json:"saturated_counters"`
+	Damaged                   bool            `json:"damaged"`
+	Overfull                  bool            `json:"overfull"`
+	Partitions                []partitionJSON `json:"partitions"`
 }
 
 type partitionJSON struct {
@@ -280,8 +302,11 @@ func printInfoJSON(c *cli, in *rbloom.Info) error {
 		Counters: in.Counters, Hashes: in.Hashes,
 		Capacity: in.Capacity, ErrorRate: in.ErrorRate,
 		Items: in.Items, Bytes: in.Bytes, TTLSeconds: in.TTL.Seconds(),
-		FalsePositiveRate: in.FalsePositiveRate,
-		Partitions:        []partitionJSON{},
+		FalsePositiveRate:         in.FalsePositiveRate,
+		MeasuredFalsePositiveRate: in.MeasuredFalsePositiveRate,
+		Fill:                      in.Fill, NonZero: in.NonZero, Saturated: in.Saturated,
+		Damaged: in.Damaged, Overfull: in.Overfull(),
+		Partitions: []partitionJSON{},
 	}
 	for _, p := range in.Partitions {
 		out.Partitions = append(out.Partitions, partitionJSON{

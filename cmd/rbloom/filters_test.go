@@ -58,7 +58,9 @@ func TestInfo(t *testing.T) {
 		"items:          3 (added minus removed, approximate)",
 		"memory:         7269 bytes (7.1 KiB)",
 		"expires:        never",
-		"error rate now: 1.55e-25% expected at this fill",
+		"error rate now: 1.55e-25% expected from the items, 1.56e-25% measured from the slots",
+		"slots in use:   30 of 14378 non-zero (0.209%), 0 saturated at 15",
+		"damaged:        false",
 		"",
 	}, "\n"))
 
@@ -87,8 +89,10 @@ func TestInfo(t *testing.T) {
 	if p, ok := parts[0].(map[string]any); !ok || p["key"] != "rbloom:{f}" || p["exists"] != true || p["items"] != 3.0 || p["bytes"] != 7269.0 || p["ttl_seconds"] != 0.0 {
 		t.Errorf("info --json: partitions[0] = %v", parts[0])
 	}
-	if len(got) != len(want)+2 {
-		t.Errorf("info --json has keys %v, want those of %v, false_positive_rate and partitions", got, want)
+	health := []string{"false_positive_rate", "measured_false_positive_rate", "fill", "non_zero_slots",
+		"saturated_counters", "damaged", "overfull", "partitions"}
+	if len(got) != len(want)+len(health) {
+		t.Errorf("info --json has keys %v, want those of %v and %v", got, want, health)
 	}
 
 	// Partitions.

@@ -77,7 +77,9 @@ func TestAddCreatesWithSizing(t *testing.T) {
 		"items:          1 (added minus removed, approximate)",
 		"memory:         205 bytes (205 B)",
 		"expires:        never",
-		"error rate now: 2.69e-06% expected at this fill",
+		"error rate now: 2.69e-06% expected from the items, 2.7e-06% measured from the slots",
+		"slots in use:   3 of 1000 non-zero (0.3%), 0 saturated at 15",
+		"damaged:        false",
 		"",
 	}, "\n"))
 }

@@ -27,6 +27,11 @@ func setupLoad(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error 
 		}
 		fmt.Fprintf(c.out, "loaded %d items into %s in %v (%s); %d may have been present already\n",
 			n, args[0], elapsed.Round(time.Millisecond), rate(n, elapsed), maybe)
+		in, err := f.Info(ctx)
+		if err != nil {
+			return err
+		}
+		warnOverfull(c, in)
 		return nil
 	}
 }

@@ -113,7 +113,7 @@ func TestTLSURL(t *testing.T) {
 // and PING, which the CLI sends once to check the connection.
 var cliACL = []any{"ACL", "SETUSER", "app", "reset", "on", ">app-pw", "~rbloom:*", "resetchannels", "-@all",
 	"+evalsha", "+eval", "+get", "+set", "+bitfield", "+setrange", "+pexpire",
-	"+getrange", "+strlen", "+exists", "+bitfield_ro", "+pttl", "+memory|usage", "+del", "+rename", "+ping"}
+	"+getrange", "+strlen", "+exists", "+bitfield_ro", "+pttl", "+memory|usage", "+bitcount", "+del", "+rename", "+ping"}
 
 // TestLeastPrivilegeUser runs every command of rbloom as a Redis user that
 // may run only cliACL on keys under rbloom:*.
