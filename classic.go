@@ -64,7 +64,7 @@ func (c *Classic) Create(ctx context.Context) error { return c.f.create(ctx) }
 func (c *Classic) Info(ctx context.Context) (*Info, error) { return c.f.info(ctx) }
 
 // Drop deletes the filter from Redis. A later write creates it again.
-func (c *Classic) Drop(ctx context.Context) error { return c.f.drop(ctx) }
+func (c *Classic) Drop(ctx context.Context) error { return callError("drop", c.f.drop(ctx)) }
 
 // Name returns the filter's name.
 func (c *Classic) Name() string { return c.f.name }

@@ -136,7 +136,7 @@ func (c *Counting) Create(ctx context.Context) error { return c.f.create(ctx) }
 func (c *Counting) Info(ctx context.Context) (*Info, error) { return c.f.info(ctx) }
 
 // Drop deletes the filter from Redis. A later write creates it again.
-func (c *Counting) Drop(ctx context.Context) error { return c.f.drop(ctx) }
+func (c *Counting) Drop(ctx context.Context) error { return callError("drop", c.f.drop(ctx)) }
 
 // Name returns the filter's name.
 func (c *Counting) Name() string { return c.f.name }

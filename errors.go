@@ -67,19 +67,42 @@ var scriptErrors = map[string]error{
 	"RBLOOM_ARGS":      errors.New("rbloom: script rejected its arguments"),
 }
 
-// scriptError maps an error reply of one of our scripts to its sentinel,
-// keeping the script's detail, and wraps any other error with the operation.
-func scriptError(op string, err error) error {
+// opError is the error of one call of the API. Its message is
+// "rbloom: <op>: <cause>", the cause stripped of the "rbloom: " prefixes of
+// the errors it wraps, so that every error reads the same way whichever
+// path found it:
+//
+//	rbloom: test: filter not found: users
+//	rbloom: add: key does not hold an rbloom filter: rbloom:{users} holds another type
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string {
+	return "rbloom: " + e.op + ": " + strings.ReplaceAll(e.err.Error(), "rbloom: ", "")
+}
+
+func (e *opError) Unwrap() error { return e.err }
+
+// callError returns err, from a call of op, as an opError. An error reply
+// of one of our scripts becomes its sentinel with the script's detail; an
+// opError is returned as it is.
+func callError(op string, err error) error {
+	if _, ok := err.(*opError); ok || err == nil {
+		return err
+	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
-		msg := rerr.Error()
-		code, detail, _ := strings.Cut(msg, " ")
+		code, detail, _ := strings.Cut(rerr.Error(), " ")
 		if sentinel, ok := scriptErrors[code]; ok {
-			return fmt.Errorf("%w (%s: %s)", sentinel, op, detail)
-		}
-		if strings.HasPrefix(msg, "WRONGTYPE") {
-			return fmt.Errorf("%w (%s: %s)", ErrNotFilter, op, msg)
+			err = fmt.Errorf("%w: %s", sentinel, detail)
 		}
 	}
-	return fmt.Errorf("rbloom: %s: %w", op, err)
+	return &opError{op: op, err: err}
+}
+
+// anotherType is the error for a key that holds another type than string.
+func anotherType(key string) error {
+	return fmt.Errorf("%w: %s holds another type", ErrNotFilter, key)
 }

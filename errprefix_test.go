@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -24,7 +25,7 @@ import (
 var actedOn = []string{"NOSCRIPT", "READONLY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "MOVED", "ASK", "BUSY"}
 
 // checkPrefix fails the test if err starts with one of actedOn, or does
-// not start with "rbloom: ".
+// not start with "rbloom: ", or repeats it, or takes more than one line.
 func checkPrefix(t *testing.T, what string, err error) {
 	t.Helper()
 	if err == nil {
@@ -37,8 +38,8 @@ func checkPrefix(t *testing.T, what string, err error) {
 			t.Errorf("%s: error %q starts with %s", what, msg, code)
 		}
 	}
-	if !strings.HasPrefix(msg, "rbloom: ") {
-		t.Errorf("%s: error %q does not start with \"rbloom: \"", what, msg)
+	if !strings.HasPrefix(msg, "rbloom: ") || strings.Count(msg, "rbloom: ") != 1 || strings.Contains(msg, "\n") {
+		t.Errorf("%s: error %q does not start with \"rbloom: \", once, on one line", what, msg)
 	}
 }
 
@@ -356,7 +357,11 @@ func TestScriptErrorCodes(t *testing.T) {
 	}
 
 	// And every code the Lua sources can send is one scriptError knows.
-	for _, file := range []string{"lua/filter.lua", "lua/add.lua", "lua/remove.lua"} {
+	files, err := filepath.Glob("lua/*.lua")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("lua/*.lua: %v, %v", files, err)
+	}
+	for _, file := range files {
 		src, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
@@ -368,6 +373,45 @@ func TestScriptErrorCodes(t *testing.T) {
 		}
 		if strings.Contains(string(src), "error_reply(") && !strings.Contains(string(src), "error_reply('RBLOOM_'") {
 			t.Errorf("%s builds an error reply without the RBLOOM_ prefix", file)
+		}
+	}
+}
+
+// TestErrorStyle: an error of one kind reads the same whichever path found
+// it, a read (no script) or a write (a script):
+// "rbloom: <op>: <kind>: <detail>".
+func TestErrorStyle(t *testing.T) {
+	rdb := realRedis(t)
+	must(newCounting(t, rdb, "stored", Options{Capacity: 100}).Add(ctx, "a"))
+	rdb.RPush(ctx, keyOf("list"), "x")
+	long := newCounting(t, rdb, "long", Options{Capacity: 100})
+	must(long.Add(ctx, "a"))
+	rdb.Append(ctx, long.f.parts[0].key, "\x00")
+	for _, tt := range []struct {
+		name string
+		o    Options
+		want string // after "rbloom: <op>: "
+	}{
+		{"stored", Options{Capacity: 200}, `filter parameters differ from the stored ones: rbloom:\{stored\} is counting m=959 k=7 partition 0 of 1, caller wants counting m=1918 k=7 partition 0 of 1$`},
+		{"list", Options{Capacity: 100}, `key does not hold an rbloom filter: rbloom:\{list\} holds another type$`},
+		{"long", Options{Capacity: 100}, `filter damaged: rbloom:\{long\} is 545 bytes long, want 544$`},
+		{"missing", Options{Capacity: 100, MustExist: true}, `filter not found: missing$`},
+	} {
+		c := newCounting(t, rdb, tt.name, tt.o)
+		for op, call := range map[string]func() error{
+			"test":   func() error { _, err := c.Test(ctx, "a"); return err },
+			"remove": func() error { _, err := c.Remove(ctx, "a"); return err },
+			"add":    func() error { _, err := c.Add(ctx, "a"); return err },
+			"count":  func() error { _, err := c.Count(ctx, "a"); return err },
+		} {
+			if tt.name == "missing" && op == "add" {
+				continue // an add creates the filter
+			}
+			err := call()
+			re := regexp.MustCompile("^rbloom: " + op + ": " + tt.want)
+			if err == nil || !re.MatchString(err.Error()) {
+				t.Errorf("%s on %s: %v, want to match %s", op, tt.name, err, re)
+			}
 		}
 	}
 }

@@ -212,7 +212,7 @@ func (f *filter) drop(ctx context.Context) error {
 		pipe.Del(ctx, p.key)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("rbloom: drop %s: %w", f.name, err)
+		return fmt.Errorf("%s: %w", f.name, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // A filter partition is one Redis string: a fixed 64-byte header followed
@@ -130,7 +131,7 @@ func parseHeader(b string) (header, error) {
 	}
 	switch {
 	case h.mode != ModeCounting && h.mode != ModeClassic:
-		return header{}, fmt.Errorf("%w: unknown mode %q", ErrNotFilter, b[7])
+		return header{}, fmt.Errorf("%w: unknown mode %d", ErrNotFilter, b[7])
 	case h.k < 1 || h.k > MaxHashes:
 		return header{}, fmt.Errorf("%w: k = %d outside 1..%d", ErrNotFilter, h.k, MaxHashes)
 	case h.m < 1 || h.m > h.mode.maxSlots():
@@ -143,6 +144,23 @@ func parseHeader(b string) (header, error) {
 		return header{}, fmt.Errorf("%w: partition %d of %d", ErrNotFilter, h.index, h.partitions)
 	}
 	return h, nil
+}
+
+// describe names the parameters, as error messages (and lua/filter.lua's
+// describe) do.
+func (h header) describe() string {
+	return fmt.Sprintf("%s m=%d k=%d partition %d of %d", h.mode, h.m, h.k, h.index, h.partitions)
+}
+
+// withIndex returns h as the header of partition i.
+func (h header) withIndex(i int) header {
+	h.index = uint32(i)
+	return h
+}
+
+// notFilter is err, from parseHeader, as the error of the key it read.
+func notFilter(key string, err error) error {
+	return fmt.Errorf("%w: %s: %s", ErrNotFilter, key, strings.TrimPrefix(err.Error(), ErrNotFilter.Error()+": "))
 }
 
 // reservedTail is what header bytes 49-63 must hold.

@@ -81,6 +81,14 @@ type PartitionInfo struct {
 const scanBytes = 64 << 10
 
 func (f *filter) info(ctx context.Context) (*Info, error) {
+	in, err := f.readInfo(ctx)
+	if err != nil {
+		return nil, callError("info", err)
+	}
+	return in, nil
+}
+
+func (f *filter) readInfo(ctx context.Context) (*Info, error) {
 	type cmds struct {
 		head         *redis.StringCmd
 		size, exists *redis.IntCmd
@@ -103,7 +111,7 @@ func (f *filter) info(ctx context.Context) (*Info, error) {
 	if _, err := pipe.Exec(ctx); err != nil && !slices.ContainsFunc(all, func(c cmds) bool {
 		return c.mem.Err() == err || c.head.Err() == err || c.size.Err() == err
 	}) {
-		return nil, readError("info", err)
+		return nil, err
 	}
 	in := &Info{
 		Name: f.name, Mode: f.h.mode, Counters: f.h.m * uint64(len(f.parts)), Hashes: f.h.k,
@@ -114,7 +122,7 @@ func (f *filter) info(ctx context.Context) (*Info, error) {
 	for p, c := range all {
 		for _, cmd := range []redis.Cmder{c.exists, c.ttl} {
 			if err := cmd.Err(); err != nil {
-				return nil, readError("info", err)
+				return nil, err
 			}
 		}
 		pi := PartitionInfo{Key: f.parts[p].key, Exists: c.exists.Val() == 1}
@@ -155,7 +163,7 @@ func (f *filter) info(ctx context.Context) (*Info, error) {
 		in.Damaged = in.Damaged || (in.Exists && (!pi.Exists || pi.Err != nil))
 	}
 	if err := f.scan(ctx, in); err != nil {
-		return nil, readError("info", err)
+		return nil, err
 	}
 	// The partitions share the items: each holds about Items/P in m slots.
 	perPart := uint64(max(0, in.Items)) / uint64(len(f.parts))
@@ -171,7 +179,10 @@ func (f *filter) info(ctx context.Context) (*Info, error) {
 func (f *filter) partitionErr(p int, head *redis.StringCmd, size *redis.IntCmd) error {
 	for _, cmd := range []redis.Cmder{head, size} {
 		if err := cmd.Err(); err != nil {
-			return readError("info", err) // WRONGTYPE: ErrNotFilter
+			if redis.HasErrorPrefix(err, "WRONGTYPE") {
+				return anotherType(f.parts[p].key)
+			}
+			return err
 		}
 	}
 	return f.check(p, head.Val(), size.Val())
@@ -278,10 +289,11 @@ func lostRoot(ctx context.Context, rdb redis.UniversalClient, name string) error
 	for i, key := range keys {
 		heads[i] = pipe.GetRange(ctx, key, 0, headerSize-1)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return readError("open", err)
-	}
+	_, _ = pipe.Exec(ctx) // per command: a key of another type fails alone
 	for i, head := range heads {
+		if err := head.Err(); err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return err
+		}
 		h, err := parseHeader(head.Val())
 		if err != nil || h.partitions < 2 {
 			continue
@@ -302,6 +314,17 @@ func lostRoot(ctx context.Context, rdb redis.UniversalClient, name string) error
 // key holds something else. Open makes one round trip; a filter it returns has no
 // TTL option (the stored keys keep theirs).
 func Open(ctx context.Context, rdb redis.UniversalClient, name string) (Filter, error) {
+	f, err := open(ctx, rdb, name)
+	if err != nil {
+		return nil, callError("open", err)
+	}
+	if f.h.mode == ModeClassic {
+		return &Classic{f}, nil
+	}
+	return &Counting{f}, nil
+}
+
+func open(ctx context.Context, rdb redis.UniversalClient, name string) (*filter, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
 	}
@@ -313,26 +336,29 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string) (Filter, 
 	head := pipe.GetRange(ctx, key, 0, headerSize-1)
 	exists := pipe.Exists(ctx, key)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, readError("open", err)
+		if redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return nil, anotherType(key)
+		}
+		return nil, err
 	}
 	if exists.Val() == 0 {
 		return nil, lostRoot(ctx, rdb, name)
 	}
+	if head.Val() == "" {
+		return nil, fmt.Errorf("%w: %s holds an empty string", ErrNotFilter, key)
+	}
 	h, err := parseHeader(head.Val())
 	if err != nil {
-		return nil, fmt.Errorf("%w (%s)", err, key)
+		return nil, notFilter(key, err)
 	}
 	if want := shareOf(keySlot(name), int(h.partitions)); int(h.index) != want {
 		return nil, fmt.Errorf("%w: %s holds partition %d, not %d", ErrNotFilter, key, h.index, want)
 	}
 	f := withHeader(rdb, name, h, 0)
 	if err := f.agree(ctx); err != nil {
-		return nil, readError("open", err)
+		return nil, err
 	}
-	if h.mode == ModeClassic {
-		return &Classic{f}, nil
-	}
-	return &Counting{f}, nil
+	return f, nil
 }
 
 // agree checks that no partition of f holds the header of another filter

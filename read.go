@@ -2,8 +2,7 @@ package rbloom
 
 import (
 	"context"
-	"errors"
-	"fmt"
+		"fmt"
 	"slices"
 
 	"github.com/redis/go-redis/v9"
@@ -39,7 +38,7 @@ func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int
 	mins := make([]int64, len(items))
 	for lo, hi := range spans(len(items), maxRoundTripSlots/f.h.k) {
 		if err := f.readWindow(ctx, items[lo:hi], mins[lo:hi]); err != nil {
-			return nil, readError(op, err)
+			return nil, callError(op, err)
 		}
 	}
 	return mins, nil
@@ -55,6 +54,11 @@ func (f *filter) readWindow(ctx context.Context, window []string, mins []int64) 
 			return fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
 		}
 		reads, err = f.sendReads(ctx, window, groups)
+	}
+	for _, r := range reads {
+		if redis.HasErrorPrefix(r.head.Err(), "WRONGTYPE") {
+			return anotherType(f.parts[r.p].key)
+		}
 	}
 	if err != nil {
 		return err
@@ -169,14 +173,15 @@ func (f *filter) survey(ctx context.Context) (*survey, error) {
 // check compares a header and length read from partition p with f's own.
 func (f *filter) check(p int, head string, size int64) error {
 	want := f.parts[p]
+	if head == "" {
+		return fmt.Errorf("%w: %s holds an empty string", ErrNotFilter, want.key)
+	}
 	if len(head) < identitySize || head[:identitySize] != want.head[:identitySize] {
 		h, err := parseHeader(head)
 		if err != nil {
-			return fmt.Errorf("%w (%s)", err, want.key)
+			return notFilter(want.key, err)
 		}
-		return fmt.Errorf("%w: %s is %s m=%d k=%d partition %d of %d, caller wants %s m=%d k=%d partition %d of %d",
-			ErrParamsMismatch, want.key, h.mode, h.m, h.k, h.index, h.partitions,
-			f.h.mode, f.h.m, f.h.k, p, len(f.parts))
+		return fmt.Errorf("%w: %s is %s, caller wants %s", ErrParamsMismatch, want.key, h.describe(), f.h.withIndex(p).describe())
 	}
 	if wantSize := f.h.size(); len(head) < headerSize || size != wantSize {
 		return fmt.Errorf("%w: %s is %d bytes long, want %d", ErrDamaged, want.key, size, wantSize)
@@ -211,12 +216,4 @@ func (f *filter) count(ctx context.Context, items []string) ([]int, error) {
 		out[i] = int(v)
 	}
 	return out, nil
-}
-
-// readError wraps an error of a read, mapping WRONGTYPE to ErrNotFilter.
-func readError(op string, err error) error {
-	if errors.Is(err, ErrNotFilter) || errors.Is(err, ErrParamsMismatch) {
-		return err
-	}
-	return scriptError(op, err)
 }

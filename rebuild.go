@@ -2,7 +2,6 @@ package rbloom
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -29,23 +28,29 @@ func (f *filter) rebuild(ctx context.Context, fill func(add func(items []string)
 		return err
 	}
 	if err := next.createAll(ctx, true); err != nil {
-		return scriptError("rebuild", err)
+		return err
+	}
+	// abort undoes begin after err; its own failure is reported too.
+	abort := func(err error) error {
+		if abortErr := f.rebuildStep(context.WithoutCancel(ctx), "abort"); abortErr != nil {
+			return fmt.Errorf("%w; and then %w", err, abortErr)
+		}
+		return err
 	}
 	if err := f.rebuildStep(ctx, "begin"); err != nil {
-		return errors.Join(err, f.rebuildStep(context.WithoutCancel(ctx), "abort"))
+		return abort(err)
 	}
 	err := fill(func(items []string) error {
 		_, err := next.add(ctx, items)
 		return err
 	})
 	if err != nil {
-		return errors.Join(fmt.Errorf("rbloom: rebuild %s: %w", f.name, err),
-			f.rebuildStep(context.WithoutCancel(ctx), "abort"))
+		return abort(fmt.Errorf("fill: %w", err))
 	}
 	if err := f.rebuildStep(ctx, "switch"); err != nil {
 		// Some partitions may have switched: abort leaves those alone (no
 		// copy, no mark) and unmarks the others, ending the writes to both.
-		return errors.Join(err, f.rebuildStep(context.WithoutCancel(ctx), "abort"))
+		return abort(err)
 	}
 	return nil
 }
@@ -58,7 +63,7 @@ func (f *filter) rebuildStep(ctx context.Context, action string) error {
 		calls[p] = scriptCall{keys: []string{part.key, copyKey(part.key)}, args: []any{part.head, action}}
 	}
 	if _, err := runScripts(ctx, f.rdb, rebuildScript, calls, replication{}); err != nil {
-		return scriptError("rebuild "+action, err)
+		return fmt.Errorf("%s: %w", action, err)
 	}
 	return nil
 }
@@ -74,12 +79,12 @@ func (f *filter) rebuildStep(ctx context.Context, action string) error {
 // An item added both by fill and by a concurrent Add is counted twice:
 // harmless, as a later Remove leaves it a ghost at worst.
 func (c *Counting) Rebuild(ctx context.Context, fill func(add func(items []string) error) error) error {
-	return c.f.rebuild(ctx, fill)
+	return callError("rebuild", c.f.rebuild(ctx, fill))
 }
 
 // Rebuild refills the filter from its source of truth without stopping it,
 // as Counting.Rebuild does; for a classic filter, that is the way to forget
 // items.
 func (c *Classic) Rebuild(ctx context.Context, fill func(add func(items []string) error) error) error {
-	return c.f.rebuild(ctx, fill)
+	return callError("rebuild", c.f.rebuild(ctx, fill))
 }

@@ -65,7 +65,7 @@ func (f *filter) writeOnce(ctx context.Context, op writeOp, item, opID string) (
 func (f *filter) write(ctx context.Context, op writeOp, items []string) ([]bool, error) {
 	out := make([]bool, len(items))
 	if err := f.writeWindows(ctx, op, items, out); err != nil {
-		return nil, scriptError(op.name, err)
+		return nil, callError(op.name, err)
 	}
 	return out, nil
 }
@@ -209,7 +209,7 @@ func (f *filter) create(ctx context.Context) error {
 		err = f.createAll(ctx, !exists)
 	}
 	if err != nil {
-		return scriptError("create", err)
+		return callError("create", err)
 	}
 	return nil
 }

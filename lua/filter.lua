@@ -30,7 +30,7 @@ local function parse(h)
   local _, _, _, _, _, _, version, mode, k, z1, z2, z3,
     m1, m2, m3, m4, p1, p2, p3, p4, i1, i2, i3, i4 = string.byte(h, 1, 24)
   if version ~= 1 then
-    return nil, 'format version ' .. version .. ', this script reads 1'
+    return nil, 'format version ' .. version .. ', this library reads version 1'
   end
   if z1 + z2 + z3 ~= 0 or string.sub(h, 50) ~= RESERVED then
     return nil, 'reserved header bytes are not zero'
@@ -38,10 +38,10 @@ local function parse(h)
   local m = ((m1 * 256 + m2) * 256 + m3) * 256 + m4
   local parts = ((p1 * 256 + p2) * 256 + p3) * 256 + p4
   local index = ((i1 * 256 + i2) * 256 + i3) * 256 + i4
-  local f = {k = k, m = m, ident = string.sub(h, 1, 24)}
-  if mode == 99 then f.mode, f.width = 'c', 4
-  elseif mode == 98 then f.mode, f.width = 'b', 1
-  else return nil, 'unknown mode' end
+  local f = {k = k, m = m, parts = parts, index = index, ident = string.sub(h, 1, 24)}
+  if mode == 99 then f.mode, f.width, f.modeName = 'c', 4, 'counting'
+  elseif mode == 98 then f.mode, f.width, f.modeName = 'b', 1, 'classic'
+  else return nil, 'unknown mode ' .. mode end
   if k < 1 or k > 64 then return nil, 'k = ' .. k .. ' outside 1..64' end
   if m < 1 or m * f.width > (512 * 1024 * 1024 - HEADER) * 8 then
     return nil, 'm = ' .. m .. ' does not fit in a Redis string'
@@ -51,6 +51,11 @@ local function parse(h)
   end
   f.size = HEADER + math.ceil(m * f.width / 8)
   return f
+end
+
+-- describe names a filter's parameters as error messages do.
+local function describe(f)
+  return f.modeName .. ' m=' .. f.m .. ' k=' .. f.k .. ' partition ' .. f.index .. ' of ' .. f.parts
 end
 
 -- open compares the filter stored at key with f, parsed from the header
@@ -75,11 +80,11 @@ local function open(key, f)
   if string.sub(head, 1, 24) ~= f.ident then
     local have, why = parse(head)
     if not have then return nil, nil, reject('NOTFILTER', key .. ': ' .. why) end
-    return nil, nil, reject('MISMATCH', key .. ' is ' .. have.mode .. ' m=' .. have.m ..
-      ' k=' .. have.k .. ', caller wants ' .. f.mode .. ' m=' .. f.m .. ' k=' .. f.k)
+    return nil, nil, reject('MISMATCH', key .. ' is ' .. describe(have) .. ', caller wants ' .. describe(f))
   end
-  if #head < HEADER or redis.call('STRLEN', key) ~= f.size then
-    return nil, nil, reject('DAMAGED', key .. ': its length is not ' .. f.size)
+  local size = redis.call('STRLEN', key)
+  if size ~= f.size then
+    return nil, nil, reject('DAMAGED', key .. ' is ' .. size .. ' bytes long, want ' .. f.size)
   end
   if string.sub(head, 50) ~= RESERVED then
     return nil, nil, reject('NOTFILTER', key .. ': reserved header bytes are not zero')
