@@ -2,7 +2,7 @@ package rbloom
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"slices"
 
 	"github.com/redis/go-redis/v9"
