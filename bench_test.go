@@ -27,18 +27,19 @@ func BenchmarkBatchArgs(b *testing.B) {
 		items[i] = fmt.Sprint("user:", i)
 	}
 	perCall := maxCallSlots / c.f.h.k
-	ops := map[string]func(p int, items []string, at []int) []any{
-		"add":    func(p int, items []string, at []int) []any { return c.f.call(c.f.addOp(), p, items, at).args },
-		"remove": func(p int, items []string, at []int) []any { return c.f.call(removeOp(), p, items, at).args },
-		"test": func(_ int, items []string, at []int) []any { // as read.go calls it
-			return c.f.getArgs(make([]any, 0, 2+len(at)*c.f.h.k*3), items, at)
+	ops := map[string]func(p int, pl placement, at []int) []any{
+		"add":    func(p int, pl placement, at []int) []any { return c.f.call(c.f.addOp(), p, items, pl, at).args },
+		"remove": func(p int, pl placement, at []int) []any { return c.f.call(removeOp(), p, items, pl, at).args },
+		"test": func(_ int, pl placement, at []int) []any { // as read.go calls it
+			return c.f.getArgs(make([]any, 0, 2+len(at)*c.f.h.k*3), pl, at)
 		},
 	}
 	for _, op := range []string{"add", "remove", "test"} {
 		batch := func() {
-			for p, group := range c.f.byPartition(items) {
-				for lo := 0; lo < len(group); lo += perCall {
-					ops[op](p, items, group[lo:min(lo+perCall, len(group))])
+			pl := c.f.place(items)
+			for p, group := range pl.groups {
+				for a, b := range spans(len(group), perCall) {
+					ops[op](p, pl, group[a:b])
 				}
 			}
 		}

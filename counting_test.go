@@ -193,13 +193,13 @@ func TestRefused(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		must(newCounting(t, rdb, "small", Options{Capacity: 100}).Add(ctx, "a"))
 		must(newClassicT(t, rdb, "bits", Options{Capacity: 100}).Add(ctx, "a"))
-		rdb.Set(ctx, keyOf("plain"), "hello", 0)
-		rdb.Set(ctx, keyOf("empty"), "", 0)
-		rdb.HSet(ctx, keyOf("hash"), "f", "v")
-		rdb.Set(ctx, keyOf("short"), newCounting(t, rdb, "x", Options{Capacity: 100}).f.parts[0].head+"\x00\x00", 0)
+		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "plain"), "hello", 0)
+		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "empty"), "", 0)
+		rdb.HSet(ctx, keyOf(DefaultKeyPrefix, "hash"), "f", "v")
+		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "short"), newCounting(t, rdb, "x", Options{Capacity: 100}).f.parts[0].head+"\x00\x00", 0)
 		future := []byte(newCounting(t, rdb, "x", Options{Capacity: 100}).f.parts[0].head + string(make([]byte, 4793)))
 		future[6] = 2
-		rdb.Set(ctx, keyOf("future"), string(future), 0)
+		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "future"), string(future), 0)
 		before := dump(t, rdb)
 
 		tests := []struct {
@@ -290,46 +290,6 @@ func TestTTL(t *testing.T) {
 		must(d.Add(ctx, "a"))
 		if ttl := rdb.PTTL(ctx, d.f.parts[0].key).Val(); ttl != -1 {
 			t.Errorf("PTTL without TTL = %v, want -1 (none)", ttl)
-		}
-	})
-}
-
-func TestOpen(t *testing.T) {
-	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "shared", Options{Capacity: 5000, ErrorRate: 0.001})
-		must(c.AddMany(ctx, []string{"a", "b"}))
-		f := must(Open(ctx, rdb, "shared"))
-		oc, ok := f.(*Counting)
-		if !ok {
-			t.Fatalf("Open = %T, want *Counting", f)
-		}
-		if ok := must(oc.Test(ctx, "a")); !ok {
-			t.Error("opened filter: Test(a) = false")
-		}
-		if ok := must(oc.Remove(ctx, "b")); !ok {
-			t.Error("opened filter: Remove(b) = false")
-		}
-		if in := must(oc.Info(ctx)); in.Capacity != 5000 || in.ErrorRate != 0.001 || in.Items != 1 {
-			t.Errorf("opened filter: Info = %+v", in)
-		}
-		must(newClassicT(t, rdb, "bits", Options{Capacity: 10}).Add(ctx, "x"))
-		if f := must(Open(ctx, rdb, "bits")); f == nil {
-			t.Error("Open(bits) = nil")
-		} else if _, ok := f.(*Classic); !ok {
-			t.Errorf("Open(bits) = %T, want *Classic", f)
-		}
-		if _, err := Open(ctx, rdb, "nobody"); !errors.Is(err, ErrNotFound) {
-			t.Errorf("Open(nobody) error = %v, want ErrNotFound", err)
-		}
-		rdb.Set(ctx, keyOf("plain"), "hello", 0)
-		if _, err := Open(ctx, rdb, "plain"); !errors.Is(err, ErrNotFilter) {
-			t.Errorf("Open(plain) error = %v, want ErrNotFilter", err)
-		}
-		if err := c.Drop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Open(ctx, rdb, "shared"); !errors.Is(err, ErrNotFound) {
-			t.Errorf("Open after Drop: error = %v, want ErrNotFound", err)
 		}
 	})
 }

@@ -114,9 +114,9 @@ func TestErrorPrefixes(t *testing.T) {
 	t.Run("stored state", func(t *testing.T) {
 		must(newCounting(t, rdb, "stored", Options{Capacity: 100, Partitions: 2}).Add(ctx, "a"))
 		must(newClassicT(t, rdb, "bits", Options{Capacity: 100}).Add(ctx, "a"))
-		rdb.Set(ctx, keyOf("plain"), "hello", 0)
-		rdb.Set(ctx, keyOf("empty"), "", 0)
-		rdb.RPush(ctx, keyOf("list"), "x")
+		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "plain"), "hello", 0)
+		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "empty"), "", 0)
+		rdb.RPush(ctx, keyOf(DefaultKeyPrefix, "list"), "x")
 		long := newCounting(t, rdb, "long", Options{Capacity: 100})
 		must(long.Add(ctx, "a"))
 		rdb.Append(ctx, long.f.parts[0].key, "\x00")
@@ -203,7 +203,7 @@ func TestErrorPrefixes(t *testing.T) {
 		replica := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t, "--replicaof", "127.0.0.1", port), MaxRetries: -1})
 		defer replica.Close()
 		must(newCounting(t, rdb, "replicated", Options{Capacity: 100}).Add(ctx, "a"))
-		waitFor(t, "the replica to hold the filter", func() bool { return replica.Exists(ctx, keyOf("replicated")).Val() == 1 })
+		waitFor(t, "the replica to hold the filter", func() bool { return replica.Exists(ctx, keyOf(DefaultKeyPrefix, "replicated")).Val() == 1 })
 		c := newCounting(t, replica, "replicated", Options{Capacity: 100})
 		calls := allCalls(replica, c)
 		for _, op := range sortedKeys(calls) {
@@ -290,13 +290,13 @@ func TestScriptErrorCodes(t *testing.T) {
 	rdb := realRedis(t)
 	c := newCounting(t, rdb, "codes", Options{Counters: 100, Hashes: 2})
 	must(c.Add(ctx, "a"))
-	rdb.Set(ctx, keyOf("plain"), "hello", 0)
-	rdb.RPush(ctx, keyOf("list"), "x")
-	rdb.Set(ctx, keyOf("long"), c.f.parts[0].head+strings.Repeat("\x00", 51), 0)
+	rdb.Set(ctx, keyOf(DefaultKeyPrefix, "plain"), "hello", 0)
+	rdb.RPush(ctx, keyOf(DefaultKeyPrefix, "list"), "x")
+	rdb.Set(ctx, keyOf(DefaultKeyPrefix, "long"), c.f.parts[0].head+strings.Repeat("\x00", 51), 0)
 	mismatched := newCounting(t, rdb, "codes", Options{Counters: 200, Hashes: 2})
 
-	addPrefix := c.f.call(c.f.addOp(), 0, nil, nil).args
-	removePrefix := c.f.call(removeOp(), 0, nil, nil).args
+	addPrefix := c.f.call(c.f.addOp(), 0, nil, placement{}, nil).args
+	removePrefix := c.f.call(removeOp(), 0, nil, placement{}, nil).args
 	offsets := []any{headerBits, headerBits + 4} // k = 2: one item, for add and remove alike
 	type call struct {
 		script *redis.Script
@@ -316,17 +316,17 @@ func TestScriptErrorCodes(t *testing.T) {
 		"half an item":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), offsets[0])},
 		"hex offset":          {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), "0x200", offsets[1])},
 		"not a number":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), offsets[0], "abc")},
-		"mismatch":            {addScript, c.f.parts[0].key, append(mismatched.f.call(mismatched.f.addOp(), 0, nil, nil).args, offsets...)},
-		"not a filter":        {addScript, keyOf("plain"), append(slices.Clone(addPrefix), offsets...)},
-		"wrong type":          {addScript, keyOf("list"), append(slices.Clone(addPrefix), offsets...)},
-		"damaged":             {addScript, keyOf("long"), append(slices.Clone(addPrefix), offsets...)},
+		"mismatch":            {addScript, c.f.parts[0].key, append(mismatched.f.call(mismatched.f.addOp(), 0, nil, placement{}, nil).args, offsets...)},
+		"not a filter":        {addScript, keyOf(DefaultKeyPrefix, "plain"), append(slices.Clone(addPrefix), offsets...)},
+		"wrong type":          {addScript, keyOf(DefaultKeyPrefix, "list"), append(slices.Clone(addPrefix), offsets...)},
+		"damaged":             {addScript, keyOf(DefaultKeyPrefix, "long"), append(slices.Clone(addPrefix), offsets...)},
 		"remove classic":      {removeScript, c.f.parts[0].key, with(removePrefix, 0, header{mode: ModeClassic, k: 2, m: 100, partitions: 1}.encode(), offsets...)},
 		"remove bad keep":     {removeScript, c.f.parts[0].key, with(removePrefix, 1, "x", offsets...)},
 		"remove offset":       {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), 1<<20, offsets[1])},
 		"remove misaligned":   {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), headerBits+2, offsets[1])},
 		"remove not a number": {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), "", offsets[1])},
-		"remove mismatch":     {removeScript, c.f.parts[0].key, append(mismatched.f.call(removeOp(), 0, nil, nil).args, offsets...)},
-		"remove on list":      {removeScript, keyOf("list"), append(slices.Clone(removePrefix), offsets...)},
+		"remove mismatch":     {removeScript, c.f.parts[0].key, append(mismatched.f.call(removeOp(), 0, nil, placement{}, nil).args, offsets...)},
+		"remove on list":      {removeScript, keyOf(DefaultKeyPrefix, "list"), append(slices.Clone(removePrefix), offsets...)},
 	}
 	before := dump(t, rdb)
 	code := regexp.MustCompile(`^RBLOOM_[A-Z]+ `)
@@ -383,7 +383,7 @@ func TestScriptErrorCodes(t *testing.T) {
 func TestErrorStyle(t *testing.T) {
 	rdb := realRedis(t)
 	must(newCounting(t, rdb, "stored", Options{Capacity: 100}).Add(ctx, "a"))
-	rdb.RPush(ctx, keyOf("list"), "x")
+	rdb.RPush(ctx, keyOf(DefaultKeyPrefix, "list"), "x")
 	long := newCounting(t, rdb, "long", Options{Capacity: 100})
 	must(long.Add(ctx, "a"))
 	rdb.Append(ctx, long.f.parts[0].key, "\x00")

@@ -71,25 +71,35 @@ type part struct {
 }
 
 func newFilter(rdb redis.UniversalClient, name string, mode Mode, o Options) (*filter, error) {
+	h, err := o.resolve(mode)
+	if err != nil {
+		return nil, err
+	}
+	return o.handle(rdb, name, h)
+}
+
+// handle makes the handle, with o's settings, of the filter called name
+// whose partitions have header h.
+func (o Options) handle(rdb redis.UniversalClient, name string, h header) (*filter, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
 	}
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	h, err := o.resolve(mode)
-	if err != nil {
+	if err := o.checkHandle(); err != nil {
 		return nil, err
 	}
-	f := withHeader(rdb, name, h, o.TTL)
-	f.mustExist = o.MustExist
+	h.index, h.items = 0, 0
+	f := &filter{rdb: rdb, name: name, h: h, ttl: o.TTL, ttlMS: strconv.FormatInt(o.TTL.Milliseconds(), 10),
+		partLimit: "0", onceWindow: cmp.Or(o.OnceWindow, DefaultOnceWindow), mustExist: o.MustExist}
+	for i, key := range partitionKeys(cmp.Or(o.KeyPrefix, DefaultKeyPrefix), name, int(h.partitions)) {
+		f.parts = append(f.parts, part{key: key, head: h.withIndex(i).encode()})
+	}
 	if o.MaxItems > 0 {
 		// Items spread evenly over the partitions; each gets its share.
 		per := (o.MaxItems + uint64(len(f.parts)) - 1) / uint64(len(f.parts))
 		f.partLimit = strconv.FormatUint(per, 10)
-	}
-	if o.OnceWindow > 0 {
-		f.onceWindow = o.OnceWindow
 	}
 	if o.WaitReplicas > 0 {
 		if _, cluster := rdb.(*redis.ClusterClient); cluster {
@@ -100,29 +110,14 @@ func newFilter(rdb redis.UniversalClient, name string, mode Mode, o Options) (*f
 	return f, nil
 }
 
-// withHeader makes the filter whose partitions have header h.
-func withHeader(rdb redis.UniversalClient, name string, h header, ttl time.Duration) *filter {
-	h.index, h.items = 0, 0
-	f := &filter{rdb: rdb, name: name, h: h, ttl: ttl, ttlMS: strconv.FormatInt(ttl.Milliseconds(), 10),
-		partLimit: "0", onceWindow: DefaultOnceWindow}
-	for i, key := range partitionKeys(name, int(h.partitions)) {
-		ph := h
-		ph.index = uint32(i)
-		f.parts = append(f.parts, part{key: key, head: ph.encode()})
-	}
-	return f
-}
-
 // checkName rejects names that would break the key's hash tag or that
 // redis-cli users could not type.
 func checkName(name string) error {
 	if name == "" || len(name) > 256 {
 		return fmt.Errorf("%w: name %q: want 1 to 256 bytes", ErrInvalidOptions, name)
 	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c == '{' || c == '}' || c < ' ' || c == 0x7f {
-			return fmt.Errorf("%w: name %q: braces and control characters are not allowed", ErrInvalidOptions, name)
-		}
+	if !printable(name) {
+		return fmt.Errorf("%w: name %q: braces and control characters are not allowed", ErrInvalidOptions, name)
 	}
 	return nil
 }
@@ -132,18 +127,30 @@ func (f *filter) locate(dst []uint64, item string) (int, []uint64) {
 	return locate(dst, item, f.h.k, f.h.m, len(f.parts))
 }
 
-// byPartition returns the positions of items, grouped by partition.
-func (f *filter) byPartition(items []string) [][]int {
-	groups := make([][]int, len(f.parts))
-	var buf [MaxHashes]uint64
+// placement is where the items of one window live, each hashed once: the
+// positions of the items of each partition, and the bit offsets of every
+// item's k slots, item i's at offsets[i*k : (i+1)*k]. Script arguments
+// point into offsets: go-redis writes a *uint64 as its number, and a
+// pointer goes into an interface without an allocation, where a uint64
+// would take one per slot.
+type placement struct {
+	groups  [][]int
+	offsets []uint64
+}
+
+// place hashes items.
+func (f *filter) place(items []string) placement {
+	pl := placement{groups: make([][]int, len(f.parts)), offsets: make([]uint64, 0, len(items)*f.h.k)}
+	width := f.h.mode.width()
 	for i, item := range items {
-		p := 0
-		if len(f.parts) > 1 {
-			p, _ = f.locate(buf[:0], item)
+		var p int
+		p, pl.offsets = f.locate(pl.offsets, item)
+		pl.groups[p] = append(pl.groups[p], i)
+		for j := i * f.h.k; j < len(pl.offsets); j++ {
+			pl.offsets[j] = headerBits + pl.offsets[j]*width
 		}
-		groups[p] = append(groups[p], i)
 	}
-	return groups
+	return pl
 }
 
 // spans yields consecutive ranges [lo, hi) of at most size that cover
@@ -166,42 +173,28 @@ var (
 
 // getArgs appends, for the items at positions at, a BITFIELD_RO GET of each
 // of their k slots.
-func (f *filter) getArgs(args []any, items []string, at []int) []any {
+func (f *filter) getArgs(args []any, pl placement, at []int) []any {
 	typ := argU4
 	if f.h.mode == ModeClassic {
 		typ = argU1
 	}
-	offsets := f.offsets(items, at)
-	for i := range offsets {
-		args = append(args, argGet, typ, &offsets[i])
+	for _, i := range at {
+		for j := i * f.h.k; j < (i+1)*f.h.k; j++ {
+			args = append(args, argGet, typ, &pl.offsets[j])
+		}
 	}
 	return args
 }
 
 // offsetArgs appends, for the items at positions at, the bit offsets of
 // their k slots: the arguments add.lua and remove.lua take, one per slot.
-func (f *filter) offsetArgs(args []any, items []string, at []int) []any {
-	offsets := f.offsets(items, at)
-	for i := range offsets {
-		args = append(args, &offsets[i])
+func (f *filter) offsetArgs(args []any, pl placement, at []int) []any {
+	for _, i := range at {
+		for j := i * f.h.k; j < (i+1)*f.h.k; j++ {
+			args = append(args, &pl.offsets[j])
+		}
 	}
 	return args
-}
-
-// offsets returns the bit offsets of the k slots of each item at positions
-// at, in one array that the script arguments point into: go-redis writes a
-// *uint64 as its number, and a pointer goes into an interface without an
-// allocation, where a uint64 would take one per slot.
-func (f *filter) offsets(items []string, at []int) []uint64 {
-	offsets := make([]uint64, 0, len(at)*f.h.k)
-	for _, i := range at {
-		_, offsets = f.locate(offsets, items[i])
-	}
-	width := f.h.mode.width()
-	for i := range offsets {
-		offsets[i] = headerBits + offsets[i]*width
-	}
-	return offsets
 }
 
 // drop deletes the filter's keys. A dropped filter reads as empty and is

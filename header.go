@@ -33,13 +33,20 @@ import (
 // ErrParamsMismatch. Bytes 24-63 are informational. Slot i starts at bit
 // 512 + i*w of the string, where w is 4 (counting) or 1 (classic); the
 // string is always exactly 64 + ceil(m*w/8) bytes long.
+//
+// These constants are the one home of the layout: scripts.go writes them
+// into the scripts too (luaConstants), so Go and Lua cannot disagree.
 const (
-	headerSize     = 64
-	identitySize   = 24
-	headerBits     = headerSize * 8
-	itemsBitOffset = 24 * 8 // where the scripts keep the item count
-	formatVersion  = 1
-	magic          = "rbloom"
+	headerSize    = 64
+	identitySize  = 24 // bytes 0-23
+	itemsByte     = 24 // the item count, bytes 24-31
+	markByte      = 48 // the rebuild mark
+	reservedByte  = 49 // bytes 49-63 are zero
+	headerBits    = headerSize * 8
+	formatVersion = 1
+	magic         = "rbloom"
+	// maxStringBytes is the longest string Redis holds: 512 MiB.
+	maxStringBytes = 512 << 20
 )
 
 // Mode is the kind of slots a filter has.
@@ -74,7 +81,7 @@ func (m Mode) width() uint64 {
 // maxSlots is the most slots one Redis string can hold: Redis strings are at
 // most 512 MiB, and the header takes 64 bytes of that.
 func (m Mode) maxSlots() uint64 {
-	return (512<<20 - headerSize) * 8 / m.width()
+	return (maxStringBytes - headerSize) * 8 / m.width()
 }
 
 // header is the decoded form of a filter's header.
@@ -136,7 +143,7 @@ func parseHeader(b string) (header, error) {
 		return header{}, fmt.Errorf("%w: k = %d outside 1..%d", ErrNotFilter, h.k, MaxHashes)
 	case h.m < 1 || h.m > h.mode.maxSlots():
 		return header{}, fmt.Errorf("%w: m = %d outside 1..%d", ErrNotFilter, h.m, h.mode.maxSlots())
-	case b[9:12] != "\x00\x00\x00" || b[49:64] != reservedTail:
+	case b[9:12] != "\x00\x00\x00" || b[reservedByte:headerSize] != reservedTail:
 		// The identity must be exactly what encode writes, or Open would
 		// build a filter whose writes are refused as a mismatch.
 		return header{}, fmt.Errorf("%w: reserved header bytes are not zero", ErrNotFilter)
@@ -164,7 +171,7 @@ func notFilter(key string, err error) error {
 }
 
 // reservedTail is what header bytes 49-63 must hold.
-const reservedTail = "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+var reservedTail = strings.Repeat("\x00", headerSize-reservedByte)
 
 // be decodes a big-endian unsigned integer of up to 8 bytes without copying
 // the string, since reads parse the header on every call.

@@ -2,10 +2,8 @@ package rbloom
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -277,114 +275,4 @@ func countNibbles(s string) (nonZero, saturated uint64) {
 		saturated += uint64(fifteens[s[i]])
 	}
 	return nonZero, saturated
-}
-
-// lostRoot tells, for a name whose key rbloom:{name} is missing, a filter
-// that lost that partition (ErrDamaged) from one that does not exist
-// (ErrNotFound), by the headers of its other partitions (witnessKeys).
-func lostRoot(ctx context.Context, rdb redis.UniversalClient, name string) error {
-	keys := witnessKeys(name)
-	pipe := rdb.Pipeline()
-	heads := make([]*redis.StringCmd, len(keys))
-	for i, key := range keys {
-		heads[i] = pipe.GetRange(ctx, key, 0, headerSize-1)
-	}
-	_, _ = pipe.Exec(ctx) // per command: a key of another type fails alone
-	for i, head := range heads {
-		if err := head.Err(); err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
-			return err
-		}
-		h, err := parseHeader(head.Val())
-		if err != nil || h.partitions < 2 {
-			continue
-		}
-		if partitionKeys(name, int(h.partitions))[h.index] == keys[i] {
-			return fmt.Errorf("%w: %s: %s is missing, but %s holds partition %d of %d",
-				ErrDamaged, name, keyOf(name), keys[i], h.index, h.partitions)
-		}
-	}
-	return fmt.Errorf("%w: %s", ErrNotFound, name)
-}
-
-// Open returns the filter called name as stored in Redis, taking its mode
-// and parameters from its partition at key "rbloom:{name}", so that a process needs only the
-// name. The result is a *Counting or a *Classic. It fails with ErrNotFound
-// when no filter has that name, with ErrDamaged when that key is missing
-// but other partitions of the filter exist, and with ErrNotFilter when the
-// key holds something else. Open makes one round trip; a filter it returns has no
-// TTL option (the stored keys keep theirs).
-func Open(ctx context.Context, rdb redis.UniversalClient, name string) (Filter, error) {
-	f, err := open(ctx, rdb, name)
-	if err != nil {
-		return nil, callError("open", err)
-	}
-	if f.h.mode == ModeClassic {
-		return &Classic{f}, nil
-	}
-	return &Counting{f}, nil
-}
-
-func open(ctx context.Context, rdb redis.UniversalClient, name string) (*filter, error) {
-	if rdb == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
-	}
-	if err := checkName(name); err != nil {
-		return nil, err
-	}
-	key := keyOf(name)
-	pipe := rdb.Pipeline()
-	head := pipe.GetRange(ctx, key, 0, headerSize-1)
-	exists := pipe.Exists(ctx, key)
-	if _, err := pipe.Exec(ctx); err != nil {
-		if redis.HasErrorPrefix(err, "WRONGTYPE") {
-			return nil, anotherType(key)
-		}
-		return nil, err
-	}
-	if exists.Val() == 0 {
-		return nil, lostRoot(ctx, rdb, name)
-	}
-	if head.Val() == "" {
-		return nil, fmt.Errorf("%w: %s holds an empty string", ErrNotFilter, key)
-	}
-	h, err := parseHeader(head.Val())
-	if err != nil {
-		return nil, notFilter(key, err)
-	}
-	if want := shareOf(keySlot(name), int(h.partitions)); int(h.index) != want {
-		return nil, fmt.Errorf("%w: %s holds partition %d, not %d", ErrNotFilter, key, h.index, want)
-	}
-	f := withHeader(rdb, name, h, 0)
-	if err := f.agree(ctx); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-// agree checks that no partition of f holds the header of another filter
-// or of another partition: the header at rbloom:{name}, from which Open
-// takes the parameters, could be the one that was replaced. Partitions
-// that are missing or hold something else are left to reads and Info to
-// report. One round trip, for a filter of several partitions.
-func (f *filter) agree(ctx context.Context) error {
-	if len(f.parts) == 1 {
-		return nil
-	}
-	pipe := f.rdb.Pipeline()
-	heads := make([]*redis.StringCmd, len(f.parts))
-	for p, part := range f.parts {
-		heads[p] = pipe.GetRange(ctx, part.key, 0, identitySize-1)
-	}
-	_, _ = pipe.Exec(ctx) // per command: a key of another type fails alone
-	for p, head := range heads {
-		v, err := head.Result()
-		switch {
-		case err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE"):
-			return err
-		case strings.HasPrefix(v, magic) && v != f.parts[p].head[:identitySize]:
-			return fmt.Errorf("%w: %s: %s holds another header than %s implies (another filter's or another partition's)",
-				ErrDamaged, f.name, f.parts[p].key, keyOf(f.name))
-		}
-	}
-	return nil
 }

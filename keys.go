@@ -3,12 +3,14 @@ package rbloom
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 )
 
-// The names of every Redis key rbloom uses. Braces make a hash tag: a
-// partition, its copy and its operation records share one cluster slot, so
-// one script can touch them all. See partition.go for which tags a
-// filter's partitions have.
+// The names of every Redis key rbloom uses, with the default prefix
+// "rbloom:" (Options.KeyPrefix). Braces make a hash tag: a partition, its
+// copy and its operation records share one cluster slot, so one script can
+// touch them all. See partition.go for which tags a filter's partitions
+// have.
 //
 //	rbloom:{tag}                   a partition
 //	rbloom:{tag}:next              its copy while a rebuild fills it
@@ -16,8 +18,32 @@ import (
 //	rbloom:{tag}:once:add:<id>     the record of AddOnce's operation id
 //	rbloom:{tag}:once:remove:<id>  the record of RemoveOnce's operation id
 
+// DefaultKeyPrefix starts every key when Options.KeyPrefix is empty.
+const DefaultKeyPrefix = "rbloom:"
+
 // keyOf is the key of the partition whose hash tag is tag.
-func keyOf(tag string) string { return "rbloom:{" + tag + "}" }
+func keyOf(prefix, tag string) string { return prefix + "{" + tag + "}" }
+
+// checkKeyPrefix rejects key prefixes that would break the hash tag.
+func checkKeyPrefix(prefix string) error {
+	if len(prefix) > 64 {
+		return fmt.Errorf("%w: KeyPrefix %q: want at most 64 bytes", ErrInvalidOptions, prefix)
+	}
+	if !printable(prefix) {
+		return fmt.Errorf("%w: KeyPrefix %q: braces and control characters are not allowed", ErrInvalidOptions, prefix)
+	}
+	return nil
+}
+
+// printable reports whether s holds no braces and no control characters.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '{' || c == '}' || c < ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
 
 // copyKey is the key of the copy of the partition at key, during a rebuild.
 func copyKey(key string) string { return key + ":next" }

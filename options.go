@@ -17,10 +17,20 @@ const DefaultErrorRate = 0.01
 // operation id when Options.OnceWindow is 0.
 const DefaultOnceWindow = time.Hour
 
-// Options size a filter. Either set Capacity (and optionally ErrorRate), and
-// m and k are derived with OptimalCounters and OptimalHashes, or set
-// Counters and Hashes explicitly. The zero value of each field means its
-// default; invalid values are rejected with ErrInvalidOptions, never clamped.
+// Options describe a filter and one handle of it. The zero value of each
+// field means its default; invalid values are rejected with
+// ErrInvalidOptions, never clamped.
+//
+// The first five fields size the filter and are stored with it in Redis
+// (in every partition's header): set Capacity (and optionally ErrorRate),
+// and m and k are derived with OptimalCounters and OptimalHashes, or set
+// Counters and Hashes explicitly. A handle whose sizing differs from the
+// stored filter's gets ErrParamsMismatch; OpenCounting and OpenClassic take
+// them from Redis and refuse them in Options.
+//
+// The other fields belong to one handle: two processes may use the same
+// filter with different ones (KeyPrefix excepted: it must be the same to
+// find the filter).
 type Options struct {
 	// Capacity is n, the number of items the filter is sized for. Required
 	// unless Counters and Hashes are both set.
@@ -45,6 +55,15 @@ type Options struct {
 	// every partition within DefaultPartitionBytes (64 MiB). Changing it
 	// makes a new filter: the stored one then answers ErrParamsMismatch.
 	Partitions int
+
+	// The fields below belong to the handle, not to the stored filter.
+
+	// KeyPrefix starts the name of every Redis key of the filter, so that
+	// applications sharing a Redis keep apart, and an ACL rule (~PREFIX*)
+	// can give each its own keys. It may not hold braces or control
+	// characters; at most 64 bytes. Every handle of a filter, Open's
+	// included, must use the same. Default DefaultKeyPrefix ("rbloom:").
+	KeyPrefix string
 
 	// OnceWindow is how long AddOnce and RemoveOnce remember an operation
 	// id: a repeat within it is answered without being applied again. Each
@@ -85,11 +104,35 @@ type Options struct {
 	TTL time.Duration
 }
 
+// checkHandle validates the fields of o that belong to one handle.
+func (o Options) checkHandle() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	switch {
+	case o.TTL < 0 || (o.TTL > 0 && o.TTL < time.Millisecond):
+		return bad("TTL = %v, want 0 (no expiry) or at least 1ms", o.TTL)
+	case o.WaitReplicas < 0 || o.WaitTimeout < 0:
+		return bad("WaitReplicas = %d, WaitTimeout = %v: want 0 or more", o.WaitReplicas, o.WaitTimeout)
+	case o.OnceWindow < 0 || (o.OnceWindow > 0 && o.OnceWindow < time.Millisecond):
+		return bad("OnceWindow = %v, want 0 (the default) or at least 1ms", o.OnceWindow)
+	}
+	return checkKeyPrefix(o.KeyPrefix)
+}
+
+// sized reports whether o sets a field that is stored with the filter.
+func (o Options) sized() bool {
+	return o.Capacity != 0 || o.ErrorRate != 0 || o.Counters != 0 || o.Hashes != 0 || o.Partitions != 0
+}
+
 // resolve validates o and returns the header of the filter it describes.
 // Error messages name the field at fault.
 func (o Options) resolve(mode Mode) (header, error) {
 	bad := func(format string, args ...any) (header, error) {
 		return header{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	if err := o.checkHandle(); err != nil {
+		return header{}, err
 	}
 	p := o.ErrorRate
 	switch {
@@ -99,12 +142,6 @@ func (o Options) resolve(mode Mode) (header, error) {
 		return bad("Hashes = %d, want 1 to %d", o.Hashes, MaxHashes)
 	case o.Partitions < 0 || o.Partitions > MaxPartitions:
 		return bad("Partitions = %d, want 1 to %d", o.Partitions, MaxPartitions)
-	case o.TTL < 0 || (o.TTL > 0 && o.TTL < time.Millisecond):
-		return bad("TTL = %v, want 0 (no expiry) or at least 1ms", o.TTL)
-	case o.WaitReplicas < 0 || o.WaitTimeout < 0:
-		return bad("WaitReplicas = %d, WaitTimeout = %v: want 0 or more", o.WaitReplicas, o.WaitTimeout)
-	case o.OnceWindow < 0 || (o.OnceWindow > 0 && o.OnceWindow < time.Millisecond):
-		return bad("OnceWindow = %v, want 0 (the default) or at least 1ms", o.OnceWindow)
 	case o.Capacity == 0 && o.Counters == 0:
 		return bad("Capacity is 0 and Counters is 0: set Capacity, or Counters and Hashes")
 	case o.Capacity == 0 && o.Hashes == 0:

@@ -28,14 +28,15 @@ const (
 	clusterSlots          = 16384
 )
 
-// partitionKeys returns the Redis keys of the P partitions of the named filter.
-func partitionKeys(name string, p int) []string {
+// partitionKeys returns the Redis keys of the P partitions of the named
+// filter, each starting with prefix.
+func partitionKeys(prefix, name string, p int) []string {
 	keys := make([]string, p)
-	keys[shareOf(keySlot(name), p)] = keyOf(name)
+	keys[shareOf(keySlot(name), p)] = keyOf(prefix, name)
 	for j, left := 0, p-1; left > 0; j++ {
 		tag := name + "/" + strconv.Itoa(j)
 		if i := shareOf(keySlot(tag), p); keys[i] == "" {
-			keys[i] = keyOf(tag)
+			keys[i] = keyOf(prefix, tag)
 			left--
 		}
 	}
@@ -48,7 +49,7 @@ func partitionKeys(name string, p int) []string {
 // a filter that lost its root partition still has them, and their headers
 // state P, so a lost root is told from a filter that does not exist. There
 // are only a few: for most names j = 0 and 1 serve every P.
-func witnessKeys(name string) []string {
+func witnessKeys(prefix, name string) []string {
 	var slots []uint16 // the slot of tag name/j, computed as needed
 	slotOf := func(j int) uint16 {
 		for len(slots) <= j {
@@ -66,7 +67,7 @@ func witnessKeys(name string) []string {
 				taken[i] = true
 				if !seen[j] {
 					seen[j] = true
-					keys = append(keys, keyOf(name+"/"+strconv.Itoa(j)))
+					keys = append(keys, keyOf(prefix, name+"/"+strconv.Itoa(j)))
 				}
 			}
 		}

@@ -35,9 +35,9 @@ func TestKeySlot(t *testing.T) {
 // them.
 func TestPartitionKeysSpread(t *testing.T) {
 	for _, p := range []int{1, 2, 3, 6, 12, 100, MaxPartitions} {
-		keys := partitionKeys("users", p)
-		if !slices.Contains(keys, keyOf("users")) {
-			t.Errorf("P=%d: no partition is %s", p, keyOf("users"))
+		keys := partitionKeys(DefaultKeyPrefix, "users", p)
+		if !slices.Contains(keys, keyOf(DefaultKeyPrefix, "users")) {
+			t.Errorf("P=%d: no partition is %s", p, keyOf(DefaultKeyPrefix, "users"))
 		}
 		seen := map[string]bool{}
 		for i, k := range keys {

@@ -93,27 +93,6 @@ func TestLostPartitionSingleReads(t *testing.T) {
 	})
 }
 
-// TestOpenLostRoot: when the partition at rbloom:{name} is the one
-// missing, Open must say the filter is damaged, not that it does not
-// exist.
-func TestOpenLostRoot(t *testing.T) {
-	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		for _, parts := range []int{2, 3, 7} {
-			name := fmt.Sprint("open-root-", parts)
-			c := newCounting(t, rdb, name, Options{Capacity: 2000, Partitions: parts})
-			heldItems(t, c, 50)
-			rdb.Del(ctx, keyOf(name))
-			if _, err := Open(ctx, rdb, name); !errors.Is(err, ErrDamaged) {
-				t.Errorf("P=%d, root lost: Open = %v, want ErrDamaged", parts, err)
-			}
-			c.Drop(ctx)
-			if _, err := Open(ctx, rdb, name); !errors.Is(err, ErrNotFound) {
-				t.Errorf("P=%d, dropped: Open = %v, want ErrNotFound", parts, err)
-			}
-		}
-	})
-}
-
 // TestOnceIDReuse: an operation id used again for another item, or for
 // another operation, must be an error or be applied, never a silent
 // success that drops the item.

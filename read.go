@@ -47,13 +47,13 @@ func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int
 // readWindow sets mins for the items of window, in one round trip (two
 // when a partition is missing).
 func (f *filter) readWindow(ctx context.Context, window []string, mins []int64) error {
-	groups := f.byPartition(window)
-	reads, err := f.sendReads(ctx, window, groups)
+	pl := f.place(window)
+	reads, err := f.sendReads(ctx, pl)
 	for wait := (backoff{}); unapplied(err); { // reads are safe to send again
 		if err2 := wait.next(ctx); err2 != nil {
 			return fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
 		}
-		reads, err = f.sendReads(ctx, window, groups)
+		reads, err = f.sendReads(ctx, pl)
 	}
 	for _, r := range reads {
 		if redis.HasErrorPrefix(r.head.Err(), "WRONGTYPE") {
@@ -110,13 +110,12 @@ func (f *filter) readWindow(ctx context.Context, window []string, mins []int64) 
 	return nil
 }
 
-// sendReads sends, in one pipeline, the reads of the items of window at
-// the positions of each partition's group.
-func (f *filter) sendReads(ctx context.Context, window []string, groups [][]int) ([]*partRead, error) {
+// sendReads sends, in one pipeline, the reads of the items placed by pl.
+func (f *filter) sendReads(ctx context.Context, pl placement) ([]*partRead, error) {
 	perCall := maxCallSlots / f.h.k
 	pipe := f.rdb.Pipeline()
 	var reads []*partRead
-	for p, group := range groups {
+	for p, group := range pl.groups {
 		if len(group) == 0 {
 			continue
 		}
@@ -124,7 +123,7 @@ func (f *filter) sendReads(ctx context.Context, window []string, groups [][]int)
 		r := &partRead{p: p, head: pipe.GetRange(ctx, key, 0, headerSize-1), size: pipe.StrLen(ctx, key)}
 		for a, b := range spans(len(group), perCall) {
 			args := make([]any, 0, 2+(b-a)*f.h.k*3)
-			args = f.getArgs(append(args, "BITFIELD_RO", key), window, group[a:b])
+			args = f.getArgs(append(args, "BITFIELD_RO", key), pl, group[a:b])
 			cmd := redis.NewIntSliceCmd(ctx, args...)
 			_ = pipe.Process(ctx, cmd)
 			r.slots, r.answers = append(r.slots, cmd), append(r.answers, group[a:b])
@@ -186,7 +185,7 @@ func (f *filter) check(p int, head string, size int64) error {
 	if wantSize := f.h.size(); len(head) < headerSize || size != wantSize {
 		return fmt.Errorf("%w: %s is %d bytes long, want %d", ErrDamaged, want.key, size, wantSize)
 	}
-	if head[49:] != reservedTail {
+	if head[reservedByte:] != reservedTail {
 		return fmt.Errorf("%w: %s: reserved header bytes are not zero", ErrNotFilter, want.key)
 	}
 	return nil

@@ -2,25 +2,51 @@ package rbloom
 
 import (
 	_ "embed"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Each write operation is one Lua script: lua/filter.lua, shared, followed
-// by the operation's own file. Reads need no script (see read.go).
+// Each write operation is one Lua script: the layout constants, then
+// lua/filter.lua, shared, then the operation's own file. Reads need no
+// script (see read.go).
 var (
 	//go:embed lua/filter.lua
 	filterLua string
 
 	//go:embed lua/add.lua
 	addLua    string
-	addScript = redis.NewScript(filterLua + addLua)
+	addScript = redis.NewScript(luaConstants + filterLua + addLua)
 
 	//go:embed lua/remove.lua
 	removeLua    string
-	removeScript = redis.NewScript(filterLua + removeLua)
+	removeScript = redis.NewScript(luaConstants + filterLua + removeLua)
 
 	//go:embed lua/rebuild.lua
 	rebuildLua    string
-	rebuildScript = redis.NewScript(filterLua + rebuildLua)
+	rebuildScript = redis.NewScript(luaConstants + filterLua + rebuildLua)
 )
+
+// luaConstants are the numbers of the format (header.go) and the limits
+// the scripts check, written from the Go constants so that the two never
+// disagree. Byte numbers count from 0, as everywhere; Lua's string.sub and
+// string.byte count from 1, so the scripts add 1 where they call them.
+var luaConstants = fmt.Sprintf(`-- Written by scripts.go from the Go constants.
+local HEADER = %d
+local IDENTITY = %d
+local ITEMS_BYTE = %d
+local MARK_BYTE = %d
+local RESERVED_BYTE = %d
+local MAGIC = %q
+local VERSION = %d
+local COUNTING, CLASSIC = %d, %d
+local MAX_HASHES = %d
+local MAX_PARTITIONS = %d
+local MAX_STRING_BYTES = %d
+local MAX_TAG = %d
+`, headerSize, identitySize, itemsByte, markByte, reservedByte, magic, formatVersion,
+	ModeCounting, ModeClassic, MaxHashes, MaxPartitions, maxStringBytes, maxTagBytes)
+
+// maxTagBytes bounds the tag of an operation record (a digest: 32 hex
+// digits).
+const maxTagBytes = 64

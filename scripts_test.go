@@ -2,6 +2,9 @@ package rbloom
 
 import (
 	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,7 +48,7 @@ func TestForgedArguments(t *testing.T) {
 		for name, v := range bad {
 			adds[name] = with(1, v)
 		}
-		for _, key := range []string{c.f.parts[0].key, keyOf("missing")} {
+		for _, key := range []string{c.f.parts[0].key, keyOf(DefaultKeyPrefix, "missing")} {
 			before := dump(t, rdb)
 			for name, slots := range adds {
 				args := append([]any{c.f.parts[0].head, "0", "60000", "1", "0", ""}, slots...)
@@ -106,8 +109,9 @@ func readByTonumber(name string) bool {
 func TestRetryAppliesOnce(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "retry", Options{Counters: 64, Hashes: 3})
-		add := c.f.call(c.f.addOp(), 0, []string{"a", "b"}, []int{0, 1})
-		remove := c.f.call(removeOp(), 0, []string{"a"}, []int{0})
+		ab := []string{"a", "b"}
+		add := c.f.call(c.f.addOp(), 0, ab, c.f.place(ab), []int{0, 1})
+		remove := c.f.call(removeOp(), 0, ab, c.f.place(ab), []int{0})
 		for _, call := range []struct {
 			script *redis.Script
 			scriptCall
@@ -136,4 +140,32 @@ func TestRetryAppliesOnce(t *testing.T) {
 			t.Errorf("counters = %v, want %v (b alone)", got, want)
 		}
 	})
+}
+
+// TestLuaLayoutFromGo: the scripts take every number of the format from
+// the constants scripts.go writes from Go, never from a literal of their
+// own that could drift from header.go.
+func TestLuaLayoutFromGo(t *testing.T) {
+	files, err := filepath.Glob("lua/*.lua")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("lua/*.lua: %v, %v", files, err)
+	}
+	literal := regexp.MustCompile(`[^\w.^](24|25|32|33|48|49|50|64|98|99|192|1024)\b|'rbloom'`)
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			code, _, _ := strings.Cut(line, "--")
+			if m := literal.FindString(code); m != "" {
+				t.Errorf("%s:%d: layout literal %q: use the constant scripts.go writes", file, i+1, strings.TrimSpace(m))
+			}
+		}
+	}
+	for _, want := range []string{"local HEADER = 64\n", "local MARK_BYTE = 48\n", "local MAGIC = \"rbloom\"\n", "local COUNTING, CLASSIC = 99, 98\n"} {
+		if !strings.Contains(luaConstants, want) {
+			t.Errorf("luaConstants lacks %q:\n%s", want, luaConstants)
+		}
+	}
 }

@@ -76,9 +76,10 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 		window := items[lo:hi]
 		var calls []scriptCall
 		var answers [][]int // the positions in window each call answers for
-		for p, group := range f.byPartition(window) {
+		pl := f.place(window)
+		for p, group := range pl.groups {
 			for a, b := range spans(len(group), perCall) {
-				calls = append(calls, f.call(op, p, window, group[a:b]))
+				calls = append(calls, f.call(op, p, window, pl, group[a:b]))
 				answers = append(answers, group[a:b])
 			}
 		}
@@ -130,8 +131,8 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 }
 
 // call is the script call that applies op, in partition p, to the items of
-// window at positions at.
-func (f *filter) call(op writeOp, p int, window []string, at []int) scriptCall {
+// window, placed by pl, at positions at.
+func (f *filter) call(op writeOp, p int, window []string, pl placement, at []int) scriptCall {
 	key := f.parts[p].key
 	record, tag := randomRecordKey(key), ""
 	if op.onceID != "" {
@@ -150,7 +151,7 @@ func (f *filter) call(op writeOp, p int, window []string, at []int) scriptCall {
 		args = make([]any, 0, 3+len(at)*f.h.k)
 		args = append(args, f.parts[p].head, keep, tag)
 	}
-	return scriptCall{keys: []string{key, record, copyKey(key)}, args: f.offsetArgs(args, window, at)}
+	return scriptCall{keys: []string{key, record, copyKey(key)}, args: f.offsetArgs(args, pl, at)}
 }
 
 // digest names the items of window at positions at, for the record of an
@@ -222,7 +223,7 @@ func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
 	op := writeOp{name: "create", script: addScript, create: mayCreate, keep: opKeep}
 	calls := make([]scriptCall, len(f.parts))
 	for p := range f.parts {
-		calls[p] = f.call(op, p, nil, nil)
+		calls[p] = f.call(op, p, nil, placement{}, nil)
 	}
 	replies, err := runScripts(ctx, f.rdb, addScript, calls, f.repl)
 	if err != nil {

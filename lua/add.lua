@@ -57,23 +57,31 @@ local bitfield, n
 bitfield, n, err = slots(f, ARGV, FIRST_OFFSET, op, '1')
 if err then return err end
 if not exists and create == '0' then return '?' end
+if not exists then
+  -- The creation below writes before BITFIELD, so BITFIELD must not be
+  -- able to fail: it refuses offsets that Lua reads as numbers.
+  local bad = canonical(ARGV, FIRST_OFFSET)
+  if bad then return reject('ARGS', 'ARGV[' .. bad .. '] is not a decimal offset') end
+end
 if exists and n == 0 then return '' end -- nothing to add, nothing to record
 if limit > 0 and n > 0 and (exists and itemsOf(head) or 0) + n > limit then
   return reject('FULL', key .. ' would hold more than ' .. limit .. ' items')
 end
 
+if not exists then
+  -- One SETRANGE at the last byte makes the string at its full length in
+  -- one allocation; grown by BITFIELD, Redis would keep up to 1 MiB spare.
+  redis.call('SETRANGE', key, f.size - 1, '\0')
+end
 -- The first reply is the item count kept in the header.
 bitfield[6] = n
 local r = redis.call('BITFIELD', key, unpack(bitfield))
 if copy then redis.call('BITFIELD', copy, unpack(bitfield)) end
 if not exists then
-  -- Written after BITFIELD, which is the only call that can still fail.
-  -- Bytes 24-31 hold the item count BITFIELD has just set.
-  redis.call('SETRANGE', key, 0, string.sub(ARGV[1], 1, 24))
-  redis.call('SETRANGE', key, 32, string.sub(ARGV[1], 33))
-  if redis.call('STRLEN', key) < f.size then
-    redis.call('SETRANGE', key, f.size - 1, '\0')
-  end
+  -- The item count (8 bytes from ITEMS_BYTE) is what BITFIELD has just
+  -- set: write the header around it.
+  redis.call('SETRANGE', key, 0, string.sub(ARGV[1], 1, ITEMS_BYTE))
+  redis.call('SETRANGE', key, ITEMS_BYTE + 8, string.sub(ARGV[1], ITEMS_BYTE + 9))
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
 

@@ -1,14 +1,15 @@
 -- filter.lua: the part every write script shares. scripts.go sends it in
 -- front of add.lua and remove.lua, so that each of them is one Redis script.
 --
--- A filter partition is one Redis string: a 64-byte header, then the slots
--- (the layout is documented in header.go). Redis does not roll a script back when it
--- fails half-way, so the functions here only read, and every script checks
--- all of its arguments with them before its first write.
+-- A filter partition is one Redis string: a header of HEADER bytes, then
+-- the slots (the layout is documented in header.go, whose constants
+-- scripts.go writes in front of this file). Redis does not roll a script
+-- back when it fails half-way, so the functions here only read, and every
+-- script checks all of its arguments with them before its first write.
 
-local HEADER = 64
 local MAX_SLOTS = 1500 -- 4 BITFIELD arguments each: unpack() fails past about 8000
-local RESERVED = string.rep('\0', 15) -- header bytes 50-64
+local RESERVED = string.rep('\0', HEADER - RESERVED_BYTE)
+local ITEMS_BIT = ITEMS_BYTE * 8
 
 local function reject(code, msg)
   return redis.error_reply('RBLOOM_' .. code .. ' ' .. msg)
@@ -24,29 +25,31 @@ end
 -- parse checks a header and returns its fields, or nil and why not. It
 -- runs on every write, so it reads bytes 1-24 with one string.byte.
 local function parse(h)
-  if #h ~= HEADER or string.sub(h, 1, 6) ~= 'rbloom' then
+  if #h ~= HEADER or string.sub(h, 1, #MAGIC) ~= MAGIC then
     return nil, 'no rbloom header'
   end
+  -- Bytes 6 to 23: version, mode, k, three zeros, then m, P and the index
+  -- (uint32 big-endian each).
   local _, _, _, _, _, _, version, mode, k, z1, z2, z3,
-    m1, m2, m3, m4, p1, p2, p3, p4, i1, i2, i3, i4 = string.byte(h, 1, 24)
-  if version ~= 1 then
-    return nil, 'format version ' .. version .. ', this library reads version 1'
+    m1, m2, m3, m4, p1, p2, p3, p4, i1, i2, i3, i4 = string.byte(h, 1, IDENTITY)
+  if version ~= VERSION then
+    return nil, 'format version ' .. version .. ', this library reads version ' .. VERSION
   end
-  if z1 + z2 + z3 ~= 0 or string.sub(h, 50) ~= RESERVED then
+  if z1 + z2 + z3 ~= 0 or string.sub(h, RESERVED_BYTE + 1) ~= RESERVED then
     return nil, 'reserved header bytes are not zero'
   end
   local m = ((m1 * 256 + m2) * 256 + m3) * 256 + m4
   local parts = ((p1 * 256 + p2) * 256 + p3) * 256 + p4
   local index = ((i1 * 256 + i2) * 256 + i3) * 256 + i4
-  local f = {k = k, m = m, parts = parts, index = index, ident = string.sub(h, 1, 24)}
-  if mode == 99 then f.mode, f.width, f.modeName = 'c', 4, 'counting'
-  elseif mode == 98 then f.mode, f.width, f.modeName = 'b', 1, 'classic'
+  local f = {k = k, m = m, parts = parts, index = index, ident = string.sub(h, 1, IDENTITY)}
+  if mode == COUNTING then f.mode, f.width, f.modeName = 'c', 4, 'counting'
+  elseif mode == CLASSIC then f.mode, f.width, f.modeName = 'b', 1, 'classic'
   else return nil, 'unknown mode ' .. mode end
-  if k < 1 or k > 64 then return nil, 'k = ' .. k .. ' outside 1..64' end
-  if m < 1 or m * f.width > (512 * 1024 * 1024 - HEADER) * 8 then
+  if k < 1 or k > MAX_HASHES then return nil, 'k = ' .. k .. ' outside 1..' .. MAX_HASHES end
+  if m < 1 or m * f.width > (MAX_STRING_BYTES - HEADER) * 8 then
     return nil, 'm = ' .. m .. ' does not fit in a Redis string'
   end
-  if parts < 1 or parts > 1024 or index >= parts then
+  if parts < 1 or parts > MAX_PARTITIONS or index >= parts then
     return nil, 'partition ' .. index .. ' of ' .. parts
   end
   f.size = HEADER + math.ceil(m * f.width / 8)
@@ -77,7 +80,7 @@ local function open(key, f)
     end
     return false
   end
-  if string.sub(head, 1, 24) ~= f.ident then
+  if string.sub(head, 1, IDENTITY) ~= f.ident then
     local have, why = parse(head)
     if not have then return nil, nil, reject('NOTFILTER', key .. ': ' .. why) end
     return nil, nil, reject('MISMATCH', key .. ' is ' .. describe(have) .. ', caller wants ' .. describe(f))
@@ -86,7 +89,7 @@ local function open(key, f)
   if size ~= f.size then
     return nil, nil, reject('DAMAGED', key .. ' is ' .. size .. ' bytes long, want ' .. f.size)
   end
-  if string.sub(head, 50) ~= RESERVED then
+  if string.sub(head, RESERVED_BYTE + 1) ~= RESERVED then
     return nil, nil, reject('NOTFILTER', key .. ': reserved header bytes are not zero')
   end
   return true, head
@@ -98,18 +101,18 @@ end
 -- every write then goes to both. It returns nil otherwise, or nil and an
 -- error reply.
 local function copyOf(head, f, copy)
-  if not head or string.byte(head, 49) ~= 1 then return nil end
+  if not head or string.byte(head, MARK_BYTE + 1) ~= 1 then return nil end
   local exists, _, err = open(copy, f)
   if err then return nil, err end
   if exists then return copy end
   return nil
 end
 
--- itemsOf returns the item count kept in the header head, bytes 24-31
+-- itemsOf returns the item count kept in the header head, from ITEMS_BYTE
 -- (big-endian int64). A negative count (removes of false positives) reads
 -- as 0. Doubles are exact far beyond any real count.
 local function itemsOf(head)
-  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(head, 25, 32)
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(head, ITEMS_BYTE + 1, ITEMS_BYTE + 8)
   if b1 >= 128 then return 0 end
   return ((((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6) * 256 + b7) * 256 + b8
 end
@@ -120,10 +123,10 @@ end
 -- digest of its items), ':', and its answer. A record with another tag
 -- means the id was used for something else: the second return value is
 -- then an error reply, and nothing may be written. So is a tag that could
--- not label a record: one longer than 64 bytes or holding ':'.
+-- not label a record: one longer than MAX_TAG bytes or holding ':'.
 local function replay(record, tag)
-  if #tag > 64 or string.find(tag, ':', 1, true) then
-    return nil, reject('ARGS', 'the record tag is not up to 64 bytes without ":"')
+  if #tag > MAX_TAG or string.find(tag, ':', 1, true) then
+    return nil, reject('ARGS', 'the record tag is not up to ' .. MAX_TAG .. ' bytes without ":"')
   end
   local done = redis.call('GET', record)
   if not done then return nil end
@@ -163,10 +166,23 @@ local function build(args, a, j, first, last, lo, hi, w, op, typ, value)
   return nil
 end
 
+-- canonical returns the index in argv of the first offset from first on
+-- that is not written as BITFIELD reads it (decimal digits, no sign, no
+-- leading zero: "0x200" and " 512" are numbers to Lua, not to BITFIELD),
+-- or nil. slots has checked that they are numbers. Offsets are below 2^33,
+-- which tostring writes in full.
+local function canonical(argv, first)
+  for i = first, #argv do
+    local s = argv[i]
+    if tostring(s + 0) ~= s then return i end
+  end
+  return nil
+end
+
 -- slots checks argv[first..], the bit offsets of k slots per item, and
 -- returns the arguments of the one BITFIELD call that applies them, and the
 -- number of items; or nil, nil and an error reply. The call starts by changing
--- the item count kept in the header (bit 192) by 0, which the caller sets,
+-- the item count kept in the header (at ITEMS_BIT) by 0, which the caller sets,
 -- under OVERFLOW SAT, which the caller may change; then comes op <type>
 -- <offset> value for each slot. Every offset must be the first bit of one of
 -- the m slots, so that BITFIELD can never grow the string or touch the
@@ -184,7 +200,7 @@ local function slots(f, argv, first, op, value)
   end
   local w = f.width
   local lo = HEADER * 8
-  local args = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, 0}
+  local args = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', ITEMS_BIT, 0}
   local ok, bad = pcall(build, args, argv, 6, first, last, lo, lo + (f.m - 1) * w, w,
     op, (w == 4) and 'u4' or 'u1', value)
   if not ok then

@@ -4,7 +4,7 @@
 -- KEYS[1]   the partition's key
 -- KEYS[2]   its copy (KEYS[1] .. ':next'), created beforehand by add.lua
 -- ARGV[1]   the partition's 64-byte header
--- ARGV[2]   'begin': mark KEYS[1] (header byte 49 = 1), so that add.lua and
+-- ARGV[2]   'begin': mark KEYS[1] (header byte 48 = 1), so that add.lua and
 --           remove.lua write to KEYS[2] too; a missing KEYS[1] stays missing.
 --           'switch': replace KEYS[1] with KEYS[2], atomically (RENAME; the
 --           copy's header has no mark, so the writes to both end).
@@ -27,12 +27,12 @@ if err then return err end
 
 if action == 'begin' then
   if not copied then return reject('ARGS', copy .. ' does not exist') end
-  if exists then redis.call('SETRANGE', key, 48, '\1') end
+  if exists then redis.call('SETRANGE', key, MARK_BYTE, '\1') end
 elseif action == 'switch' then
   if not copied then return reject('ARGS', copy .. ' does not exist') end
   redis.call('RENAME', copy, key)
 else
-  if exists then redis.call('SETRANGE', key, 48, '\0') end
+  if exists then redis.call('SETRANGE', key, MARK_BYTE, '\0') end
   if copied then redis.call('DEL', copy) end
 end
 return 'ok'

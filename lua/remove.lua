@@ -63,7 +63,7 @@ local function removeFrom(key)
 
   -- Exact path: undo what the fast path applied, read the counters, and
   -- remove item by item.
-  local undo = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, n}
+  local undo = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', ITEMS_BIT, n}
   local get = {}
   for t = 1, slotCount do
     local o = ARGV[t + FIRST_OFFSET - 1]
@@ -81,7 +81,7 @@ local function removeFrom(key)
   local v = redis.call('BITFIELD_RO', key, unpack(get))
 
   local now = {} -- offset -> counter after the removals earlier in this call
-  local dec = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', 192, 0}
+  local dec = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', ITEMS_BIT, 0}
   local out, removed = {}, 0
   for i = 1, n do
     local first, last = (i - 1) * k + 1, i * k

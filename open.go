@@ -1,0 +1,171 @@
+package rbloom
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Opening a filter by its name alone: its parameters come from the header
+// of the partition at rbloom:{name}.
+
+// OpenCounting returns the counting filter called name as stored in Redis,
+// its parameters read from there. o gives the handle's settings (MustExist,
+// TTL, KeyPrefix, OnceWindow, WaitReplicas, WaitTimeout, MaxItems); its
+// sizing fields must be zero (ErrInvalidOptions). It fails with
+// ErrParamsMismatch when the filter is a classic one, and otherwise as Open
+// does.
+func OpenCounting(ctx context.Context, rdb redis.UniversalClient, name string, o Options) (*Counting, error) {
+	f, err := openMode(ctx, rdb, name, o, ModeCounting)
+	if err != nil {
+		return nil, err
+	}
+	return &Counting{f}, nil
+}
+
+// OpenClassic returns the classic filter called name as stored in Redis,
+// as OpenCounting does for a counting one.
+func OpenClassic(ctx context.Context, rdb redis.UniversalClient, name string, o Options) (*Classic, error) {
+	f, err := openMode(ctx, rdb, name, o, ModeClassic)
+	if err != nil {
+		return nil, err
+	}
+	return &Classic{f}, nil
+}
+
+// Open returns the filter called name as stored in Redis, taking its mode
+// and parameters from its partition at key "rbloom:{name}", so that a
+// process needs only the name. The result is a *Counting or a *Classic
+// with default settings (OpenCounting and OpenClassic return the type and
+// take settings). It fails with ErrNotFound when no filter has that name,
+// with ErrDamaged when that key is missing but other partitions of the
+// filter exist, or when a partition holds another filter's header, and
+// with ErrNotFilter when the key holds something else. Open makes one
+// round trip, two for a filter of several partitions.
+func Open(ctx context.Context, rdb redis.UniversalClient, name string) (Filter, error) {
+	f, err := open(ctx, rdb, name, Options{})
+	if err != nil {
+		return nil, callError("open", err)
+	}
+	if f.h.mode == ModeClassic {
+		return &Classic{f}, nil
+	}
+	return &Counting{f}, nil
+}
+
+func openMode(ctx context.Context, rdb redis.UniversalClient, name string, o Options, mode Mode) (*filter, error) {
+	if o.sized() {
+		return nil, callError("open", fmt.Errorf("%w: Capacity, ErrorRate, Counters, Hashes and Partitions come from Redis: leave them zero", ErrInvalidOptions))
+	}
+	f, err := open(ctx, rdb, name, o)
+	if err == nil && f.h.mode != mode {
+		err = fmt.Errorf("%w: %s is a %s filter, not %s", ErrParamsMismatch, f.parts[0].key, f.h.mode, mode)
+	}
+	if err != nil {
+		return nil, callError("open", err)
+	}
+	return f, nil
+}
+
+func open(ctx context.Context, rdb redis.UniversalClient, name string, o Options) (*filter, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+	}
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := o.checkHandle(); err != nil {
+		return nil, err
+	}
+	prefix := cmp.Or(o.KeyPrefix, DefaultKeyPrefix)
+	key := keyOf(prefix, name)
+	pipe := rdb.Pipeline()
+	head := pipe.GetRange(ctx, key, 0, headerSize-1)
+	exists := pipe.Exists(ctx, key)
+	if _, err := pipe.Exec(ctx); err != nil {
+		if redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return nil, anotherType(key)
+		}
+		return nil, err
+	}
+	if exists.Val() == 0 {
+		return nil, lostRoot(ctx, rdb, prefix, name)
+	}
+	if head.Val() == "" {
+		return nil, fmt.Errorf("%w: %s holds an empty string", ErrNotFilter, key)
+	}
+	h, err := parseHeader(head.Val())
+	if err != nil {
+		return nil, notFilter(key, err)
+	}
+	if want := shareOf(keySlot(name), int(h.partitions)); int(h.index) != want {
+		return nil, fmt.Errorf("%w: %s holds partition %d, not %d", ErrNotFilter, key, h.index, want)
+	}
+	f, err := o.handle(rdb, name, h)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.agree(ctx); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// lostRoot tells, for a name whose key rbloom:{name} is missing, a filter
+// that lost that partition (ErrDamaged) from one that does not exist
+// (ErrNotFound), by the headers of its other partitions (witnessKeys).
+func lostRoot(ctx context.Context, rdb redis.UniversalClient, prefix, name string) error {
+	keys := witnessKeys(prefix, name)
+	pipe := rdb.Pipeline()
+	heads := make([]*redis.StringCmd, len(keys))
+	for i, key := range keys {
+		heads[i] = pipe.GetRange(ctx, key, 0, headerSize-1)
+	}
+	_, _ = pipe.Exec(ctx) // per command: a key of another type fails alone
+	for i, head := range heads {
+		if err := head.Err(); err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return err
+		}
+		h, err := parseHeader(head.Val())
+		if err != nil || h.partitions < 2 {
+			continue
+		}
+		if partitionKeys(prefix, name, int(h.partitions))[h.index] == keys[i] {
+			return fmt.Errorf("%w: %s: %s is missing, but %s holds partition %d of %d",
+				ErrDamaged, name, keyOf(prefix, name), keys[i], h.index, h.partitions)
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrNotFound, name)
+}
+
+// agree checks that no partition of f holds the header of another filter
+// or of another partition: the header at rbloom:{name}, from which open
+// takes the parameters, could be the one that was replaced. Partitions
+// that are missing or hold something else are left to reads and Info to
+// report. One round trip, for a filter of several partitions.
+func (f *filter) agree(ctx context.Context) error {
+	if len(f.parts) == 1 {
+		return nil
+	}
+	pipe := f.rdb.Pipeline()
+	heads := make([]*redis.StringCmd, len(f.parts))
+	for p, part := range f.parts {
+		heads[p] = pipe.GetRange(ctx, part.key, 0, identitySize-1)
+	}
+	_, _ = pipe.Exec(ctx) // per command: a key of another type fails alone
+	root := shareOf(keySlot(f.name), len(f.parts))
+	for p, head := range heads {
+		v, err := head.Result()
+		switch {
+		case err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE"):
+			return err
+		case strings.HasPrefix(v, magic) && v != f.parts[p].head[:identitySize]:
+			return fmt.Errorf("%w: %s: %s holds another header than %s implies (another filter's or another partition's)",
+				ErrDamaged, f.name, f.parts[p].key, f.parts[root].key)
+		}
+	}
+	return nil
+}
