@@ -20,8 +20,9 @@ import (
 func demo(ctx context.Context, rdb redis.UniversalClient, where string, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	n := fs.Int("n", 100_000, "items to add")
-	p := fs.Float64("p", 0.01, "target false-positive rate")
+	n, p := new(int), new(float64)
+	fs.Var(newWhole(n, 100_000, 0), "n", "items to add")
+	fs.Var(newRate(p, 0.01), "p", "target false-positive rate")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

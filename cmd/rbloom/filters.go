@@ -23,11 +23,12 @@ type sizing struct {
 
 func addSizingFlags(fs *pflag.FlagSet) *sizing {
 	s := &sizing{fs: fs}
-	fs.Uint64Var(&s.opts.Capacity, "capacity", 0, "number of items `N` the filter is sized for")
-	fs.Float64Var(&s.opts.ErrorRate, "error-rate", rbloom.DefaultErrorRate, "false-positive rate `P` wanted at capacity")
-	fs.Uint64VarP(&s.opts.Counters, "counters", "m", 0, "number of slots `M`, instead of deriving it from --capacity")
-	fs.IntVarP(&s.opts.Hashes, "hashes", "k", 0, "slots per item `K`, instead of deriving it")
-	fs.IntVar(&s.opts.Partitions, "partitions", 0, "Redis keys `P` to split the slots over (default: enough for 64 MiB each)")
+	// Counts take 1000000, 1_000_000 or 1e6; the rate 0.01, 1% or 1e-3.
+	fs.Var(newWhole(&s.opts.Capacity, 0, 1), "capacity", "number of items `N` the filter is sized for: 1000000, 1_000_000 or 1e6")
+	fs.Var(newRate(&s.opts.ErrorRate, rbloom.DefaultErrorRate), "error-rate", "false-positive rate `P` wanted at capacity: 0.01, 1% or 1e-3")
+	fs.VarP(newWhole(&s.opts.Counters, 0, 1), "counters", "m", "number of slots `M`, instead of deriving it from --capacity")
+	fs.VarP(newWhole(&s.opts.Hashes, 0, 1), "hashes", "k", "slots per item `K`, instead of deriving it")
+	fs.Var(newWhole(&s.opts.Partitions, 0, 1), "partitions", "Redis keys `P` to split the slots over (default: enough for 64 MiB each)")
 	fs.BoolVar(&s.classic, "classic", false, "a classic filter: one bit per slot, a quarter of the memory, no remove")
 	fs.DurationVar(&s.opts.TTL, "ttl", 0, "expire the filter `D` after it is created (e.g. 24h; default never)")
 	return s
@@ -320,9 +321,14 @@ func printInfoJSON(c *cli, in *rbloom.Info) error {
 
 func setupDrop(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		// Open first, so that drop deletes only an rbloom filter and says
-		// so when there is none.
-		f, err := c.open(ctx, args[0])
+		// Open first, so that drop deletes only an rbloom filter. A filter
+		// that is not there is no error, as with DEL: what was asked for
+		// is done.
+		f, err := rbloom.Open(ctx, c.rdb, args[0])
+		if errors.Is(err, rbloom.ErrNotFound) {
+			fmt.Fprintf(c.out, "no filter named %s (nothing to drop)\n", printable(args[0]))
+			return nil
+		}
 		if err != nil {
 			return err
 		}

@@ -15,20 +15,31 @@ import (
 const (
 	batchItems = 10_000
 	batchBytes = 4 << 20
-	// maxLine is the longest line accepted: the size of the read buffer.
+	// maxLine is the longest line accepted, in bytes, not counting its
+	// end ("\n" or "\r\n"): 1 MiB. A longer line is an error that names
+	// it; the lines before it have been handed on.
 	maxLine = 1 << 20
 )
 
+// errLongLine is the error for line n, longer than maxLine.
+func errLongLine(n int) error {
+	return fmt.Errorf("line %d is longer than %d bytes (1 MiB), the most an item read from a file or stdin may hold", n, maxLine)
+}
+
 // readBatches reads items from r, one a line, and calls fn with batches of
 // them and the number of bytes read so far. A final "\r" is dropped with
-// the "\n" (files written on Windows), and empty lines are skipped.
+// the "\n" (files written on Windows), and empty lines are skipped. A line
+// longer than maxLine, not counting its end, stops it with errLongLine
+// after the batch of the lines before it.
 //
 // A batch is also handed on whenever no complete line is left in the read
 // buffer, before reading more: the next read may block, on a terminal or a
 // slow pipe, and the items read so far should be answered first. fn must
 // not keep the batch: its slice is reused.
 func readBatches(r io.Reader, fn func(items []string, read int64) error) error {
-	br := bufio.NewReaderSize(r, maxLine)
+	// The buffer holds the longest line with its "\r\n": ReadSlice then
+	// returns any line that is not too long whole.
+	br := bufio.NewReaderSize(r, maxLine+2)
 	var (
 		batch []string
 		size  int
@@ -46,12 +57,21 @@ func readBatches(r io.Reader, fn func(items []string, read int64) error) error {
 	for {
 		b, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			return fmt.Errorf("line %d is longer than %d bytes", line+1, maxLine)
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+			return errLongLine(line + 1)
 		}
 		if len(b) > 0 {
 			line++
 			read += int64(len(b))
 			b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
+			if len(b) > maxLine {
+				if ferr := flush(); ferr != nil {
+					return ferr
+				}
+				return errLongLine(line)
+			}
 			if len(b) > 0 {
 				batch = append(batch, string(b))
 				size += len(b)

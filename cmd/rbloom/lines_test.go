@@ -96,3 +96,40 @@ func TestReadBatchesAnswersAtOnce(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestReadBatchesLineLimit checks that a line of exactly maxLine bytes is
+// an item whatever its end, and that a longer one is an error that names
+// it, after the lines before it were handed on.
+func TestReadBatchesLineLimit(t *testing.T) {
+	t.Parallel()
+	full := strings.Repeat("x", maxLine)
+	read := func(in string) ([]string, error) {
+		var got []string
+		err := readBatches(strings.NewReader(in), func(items []string, _ int64) error {
+			for _, item := range items {
+				got = append(got, item[:min(len(item), 3)]+fmt.Sprint("/", len(item)))
+			}
+			return nil
+		})
+		return got, err
+	}
+	for _, c := range []struct {
+		name, in string
+		want     []string
+		err      string
+	}{
+		{"LF", "a\n" + full + "\nb\n", []string{"a/1", "xxx/1048576", "b/1"}, ""},
+		{"CRLF", "a\r\n" + full + "\r\nb\r\n", []string{"a/1", "xxx/1048576", "b/1"}, ""},
+		{"at EOF", "a\n" + full, []string{"a/1", "xxx/1048576"}, ""},
+		{"CR at EOF", "a\n" + full + "\r", []string{"a/1", "xxx/1048576"}, ""},
+		{"one more, LF", "a\nb\n\n" + full + "y\nc\n", []string{"a/1", "b/1"}, "line 4 is longer than 1048576 bytes (1 MiB)"},
+		{"one more, CRLF", "a\r\n" + full + "y\r\nc\n", []string{"a/1"}, "line 2 is longer than 1048576 bytes"},
+		{"one more at EOF", "a\n" + full + "y", []string{"a/1"}, "line 2 is longer than 1048576 bytes"},
+		{"far more", full + full + "\n", nil, "line 1 is longer than 1048576 bytes"},
+	} {
+		got, err := read(c.in)
+		if !slices.Equal(got, c.want) || (c.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: readBatches gave %q, %v; want %q, %q", c.name, got, err, c.want, c.err)
+		}
+	}
+}

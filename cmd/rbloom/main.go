@@ -1,6 +1,6 @@
 // Command rbloom works with rbloom filters in Redis: it creates them, adds,
-// tests, removes and counts items, loads and unloads files of items, shows
-// and drops filters, and runs the demo.
+// tests, removes and counts items, loads and unloads files of items, lists,
+// shows and drops filters, and runs the demo.
 //
 // Usage:
 //
@@ -10,7 +10,10 @@
 //	create NAME -m M -k K [--classic] [--ttl D]
 //	                      create an empty filter (counting unless --classic)
 //	info NAME [--json]    its parameters, items, memory and expected error rate
-//	drop NAME             delete it
+//	drop NAME             delete it; none by that name is no error (exit 0,
+//	                      "no filter named NAME (nothing to drop)")
+//	list [--limit N]      the filters in Redis, one a line: name, mode,
+//	                      partitions, items, bytes (tab-separated)
 //
 //	add NAME [ITEM...]    print "new" or "maybe" (it may have been there already)
 //	test NAME [ITEM...]   print "maybe" or "absent"; exit 1 if one is absent
@@ -33,17 +36,31 @@
 // start with "-". load and unload print one summary line; on a terminal they
 // draw a progress bar on stderr meanwhile.
 //
+// A line of stdin or FILE holds at most 1 MiB (1,048,576 bytes), not
+// counting its end ("\n" or "\r\n"). A longer line stops the command with
+// an error that gives its number; the lines before it are done.
+//
+// Numbers: counts (--capacity, -m, -k, --partitions, --limit, demo's -n)
+// take whole numbers, written 1000000, 1_000_000 or 1e6; rates
+// (--error-rate, demo's -p) take 0.01, 1% or 1e-3, above 0 and below 1.
+//
 // add and load create a missing filter when given the sizing flags of create
 // (which must then match an existing filter; `rbloom help create` lists
 // them, --partitions among them); the other commands need only the name.
 // remove, unload and count work on counting filters only.
 //
+// list finds the filters with SCAN (MATCH rbloom:{*}, COUNT 1000), on every
+// master with --cluster, and stops after --limit keys (default 10000),
+// saying so on stderr. A damaged filter shows "damaged" as its mode. list
+// reads each filter as info does, which scans all its slots: slow for big
+// filters.
+//
 // Connection: -u redis://[user:pass@]host:port/db (rediss:// for TLS), else
 // $REDIS_URL, else an in-memory Redis that lives as long as the command:
-// enough for demo, useless otherwise (rbloom says so on stderr). --cluster
-// connects to a Redis Cluster through the URL's host. A password is never
-// printed; prefer REDIS_URL to -u for one, as command lines are visible to
-// other users of the machine.
+// enough for demo, useless otherwise (rbloom says so on stderr, and create
+// refuses to run there). --cluster connects to a Redis Cluster through the
+// URL's host. A password is never printed; prefer REDIS_URL to -u for one,
+// as command lines are visible to other users of the machine.
 //
 // Exit status: 0 on success (for test: every item may be present), 1 when
 // test finds an item definitely absent, 2 on error, with one line on stderr
@@ -74,7 +91,13 @@ Filters:
   create NAME -m M -k K [--classic] [--ttl D]
                         create an empty filter (counting unless --classic)
   info NAME [--json]    its parameters, items, memory and expected error rate
-  drop NAME             delete it
+  drop NAME             delete it; none by that name is no error (exit 0,
+                        "no filter named NAME (nothing to drop)")
+  list [--limit N]      the filters, one a line: NAME, MODE ("damaged" for a
+                        damaged one), PARTITIONS, ITEMS, BYTES, tab-separated.
+                        SCANs at most N keys (default 10000), on every master
+                        with --cluster; reads each filter as info does (slow
+                        for big ones)
 
 Items, as arguments or one per line on stdin; one line out per item,
 "ANSWER<tab>ITEM" (-q: none):
@@ -96,11 +119,19 @@ Bulk, one item per line of FILE or stdin; a progress bar on a terminal:
 add and load create a missing filter when given create's sizing flags
 ('rbloom help create' lists them all, --partitions among them).
 
+Lines of stdin or FILE: at most 1 MiB (1,048,576 bytes) each, not counting
+"\n" or "\r\n"; a longer line is an error naming its number (the lines
+before it are done).
+
+Numbers: counts (--capacity, -m, -k, --partitions, --limit, demo's -n) take
+1000000, 1_000_000 or 1e6; rates (--error-rate, demo's -p) take 0.01, 1% or
+1e-3.
+
 Connection: -u redis://[user:pass@]host:port/db (rediss:// for TLS), else
-$REDIS_URL, else an in-memory Redis that lasts one command (enough for demo).
---cluster connects to a Redis Cluster through the URL's host. Prefer
-REDIS_URL to -u for a URL with a password: command lines are visible to
-other users of the machine.
+$REDIS_URL, else an in-memory Redis that lasts one command (enough for demo;
+create refuses to run on it). --cluster connects to a Redis Cluster through
+the URL's host. Prefer REDIS_URL to -u for a URL with a password: command
+lines are visible to other users of the machine.
 
 Exit status: 0 success (test: every item may be present), 1 test found an
 item definitely absent, 2 error (one line on stderr, starting "rbloom: ").
@@ -193,6 +224,7 @@ var commands = []command{
 	{"create", "NAME", 1, 1, setupCreate},
 	{"info", "NAME", 1, 1, setupInfo},
 	{"drop", "NAME", 1, 1, setupDrop},
+	{"list", "", 0, 0, setupList},
 	{"add", "NAME [ITEM...]", 1, -1, setupAdd},
 	{"test", "NAME [ITEM...]", 1, -1, setupTest},
 	{"remove", "NAME [ITEM...]", 1, -1, setupRemove},
@@ -266,6 +298,13 @@ func (c *cli) main(ctx context.Context, args []string) error {
 	do := cmd.setup(c, fs)
 	fs.AddFlagSet(global)
 	if err := fs.Parse(rest); err != nil {
+		var bad *pflag.InvalidValueError
+		if errors.As(err, &bad) && bad.GetFlag() != nil {
+			err = fmt.Errorf("%s %q: %w", flagName(bad.GetFlag()), bad.GetValue(), errors.Unwrap(bad))
+			if _, ok := bad.GetFlag().Value.(explainer); ok {
+				return fmt.Errorf("%s: %w", name, err) // it says what would do
+			}
+		}
 		return fmt.Errorf("%s: %w (run 'rbloom help %s')", name, err, name)
 	}
 	if c.help {
@@ -273,16 +312,27 @@ func (c *cli) main(ctx context.Context, args []string) error {
 	}
 	pos := fs.Args()
 	if len(pos) < cmd.min || cmd.max >= 0 && len(pos) > cmd.max {
-		return fmt.Errorf("%s: want %s %s, got %d arguments (run 'rbloom help %s')", name, name, cmd.args, len(pos), name)
+		return fmt.Errorf("%s: want %s, got %d arguments (run 'rbloom help %s')", name, strings.TrimSpace(name+" "+cmd.args), len(pos), name)
 	}
 	defer c.disconnect()
 	if err := c.connect(ctx, name); err != nil {
 		return err
 	}
 	if err := do(ctx, pos); err != nil {
-		return fmt.Errorf("%s %s: %w", name, pos[0], err)
+		if len(pos) == 0 {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return fmt.Errorf("%s %s: %w", name, printable(pos[0]), err)
 	}
 	return nil
+}
+
+// flagName names f as the usage text does: "--capacity", "-m/--counters".
+func flagName(f *pflag.Flag) string {
+	if f.Shorthand != "" {
+		return "-" + f.Shorthand + "/--" + f.Name
+	}
+	return "--" + f.Name
 }
 
 // printHelp prints the usage, or with args [COMMAND] that command's
@@ -301,7 +351,8 @@ func (c *cli) printHelp(args []string) error {
 		fmt.Fprint(c.out, "usage: rbloom [-u URL] [--cluster] demo [-n items] [-p error-rate]\n\n"+
 			"Fills a counting and a classic filter with n items (default 100000) sized\n"+
 			"for error rate p (default 0.01), removes half from the counting filter, and\n"+
-			"measures false negatives, deleted items still seen and false positives.\n")
+			"measures false negatives, deleted items still seen and false positives.\n"+
+			"n takes 100000, 100_000 or 1e5; p takes 0.01, 1% or 1e-2.\n")
 		return nil
 	}
 	cmd := lookup(name)
@@ -310,7 +361,7 @@ func (c *cli) printHelp(args []string) error {
 	}
 	fs := newFlagSet(name)
 	cmd.setup(c, fs)
-	fmt.Fprintf(c.out, "usage: rbloom [-u URL] [--cluster] %s [FLAGS] %s\n", name, cmd.args)
+	fmt.Fprintf(c.out, "usage: rbloom [-u URL] [--cluster] %s\n", strings.TrimSpace(name+" [FLAGS] "+cmd.args))
 	if fs.HasFlags() {
 		fmt.Fprintf(c.out, "\nFlags:\n%s", fs.FlagUsages())
 	}
@@ -319,17 +370,22 @@ func (c *cli) printHelp(args []string) error {
 
 // errorLine turns err into the one line rbloom prints: prefixed with
 // "rbloom: " once, without the prefixes the library puts on its own errors,
-// without line breaks, and without any password from -u or REDIS_URL (an
-// error may quote what Redis or the URL parser saw).
+// on one line (the lines of errors.Join and of multi-line texts joined
+// with "; "), and without any password from -u or REDIS_URL (an error may
+// quote what Redis or the URL parser saw).
 func (c *cli) errorLine(err error) string {
-	msg := strings.ReplaceAll(err.Error(), ": rbloom: ", ": ")
-	msg = strings.ReplaceAll(msg, "(rbloom: ", "(")
-	msg = strings.TrimPrefix(msg, "rbloom: ")
+	msg := err.Error()
+	// Passwords first, before joining lines can change what they touch.
 	for _, raw := range []string{c.url, c.getenv("REDIS_URL")} {
 		for _, secret := range passwords(raw) {
 			msg = strings.ReplaceAll(msg, secret, "xxxxx")
 		}
 	}
+	msg = joinLines(msg)
+	for _, sep := range []string{": ", "; ", "("} {
+		msg = strings.ReplaceAll(msg, sep+"rbloom: ", sep)
+	}
+	msg = strings.TrimPrefix(msg, "rbloom: ")
 	msg = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return ' '
@@ -337,4 +393,24 @@ func (c *cli) errorLine(err error) string {
 		return r
 	}, msg)
 	return "rbloom: " + msg
+}
+
+// joinLines joins the non-blank lines of msg, trimmed, with "; ", or with
+// a space after a line that ends in ":" (a heading for what follows).
+func joinLines(msg string) string {
+	var b strings.Builder
+	for line := range strings.Lines(msg) {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "":
+			continue
+		case b.Len() == 0:
+		case strings.HasSuffix(b.String(), ":"):
+			b.WriteByte(' ')
+		default:
+			b.WriteString("; ")
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -189,8 +191,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"test"}, "test: want test NAME [ITEM...], got 0 arguments"},
 		{[]string{"info", "a", "b"}, "info: want info NAME, got 2 arguments"},
 		{[]string{"load", "a", "b", "c"}, "load: want load NAME [FILE], got 3 arguments"},
-		{[]string{"create", "f", "--capacity", "many"}, `invalid argument "many" for "--capacity" flag`},
-		{[]string{"create", "f", "--ttl", "1y", "--capacity", "1"}, `invalid argument "1y" for "--ttl" flag`},
+		{[]string{"create", "f", "--capacity", "many"}, `create: --capacity "many": want a whole number such as 1000000, 1_000_000 or 1e6`},
+		{[]string{"create", "f", "--ttl", "1y", "--capacity", "1"}, `create: --ttl "1y": time: unknown unit "y" in duration "1y" (run 'rbloom help create')`},
+		{[]string{"create", "f", "--classic=maybe", "--capacity", "1"}, `create: --classic "maybe": `},
 		{[]string{"-u"}, "flag needs an argument"},
 	} {
 		rb(t, u, "", c.args...).fails(t, c.want)
@@ -218,11 +221,16 @@ func TestConnection(t *testing.T) {
 	rb(t, "", "", "--cluster", "test", "f", "x").fails(t, "--cluster needs a URL")
 
 	// Without a URL: an in-memory Redis, and a word on stderr but for demo.
-	r := rb(t, "", "", "create", "f", "--capacity", "100")
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "created f: ") ||
+	r := rb(t, "", "", "add", "f", "--capacity", "100", "x")
+	if r.code != 0 || r.stdout != "new\tx\n" ||
 		r.stderr != "rbloom: no -u or REDIS_URL: using an empty in-memory Redis that is gone when rbloom exits (only useful for demo)\n" {
-		t.Errorf("create without a URL: %+v", r)
+		t.Errorf("add without a URL: %+v", r)
 	}
+	// create refuses: its filter would be gone as soon as it is made.
+	rb(t, "", "", "create", "f", "--capacity", "100").fails(t,
+		"create: no -u or REDIS_URL: the filter would be made in an in-memory Redis and vanish when rbloom exits",
+		"point rbloom at a real Redis with -u redis://host:port or REDIS_URL")
+	rb(t, good, "", "create", "f", "--capacity", "100").ok(t, "f exists already: counting, m=959 k=7, for 100 items at error rate 1%, 560 B in Redis\n")
 	r = rb(t, "", "", "demo", "-n", "500")
 	if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "rbloom demo on in-memory Redis (set REDIS_URL to use a real one): 500 items") {
 		t.Errorf("demo without a URL: %+v", r)
@@ -330,4 +338,32 @@ func TestCluster(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "rbloom demo on Redis Cluster at "+addr+": 200 items") {
 		t.Errorf("demo on a cluster: %+v", r)
 	}
+}
+
+// TestErrorLine checks that every error is printed as one line, whatever
+// lines its text has.
+func TestErrorLine(t *testing.T) {
+	t.Parallel()
+	c := &cli{sys: &sys{getenv: func(string) string { return "" }}}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{errors.New("plain"), "rbloom: plain"},
+		{errors.New("rbloom: from the library"), "rbloom: from the library"},
+		{fmt.Errorf("load f: %w", errors.New("rbloom: filter damaged")), "rbloom: load f: filter damaged"},
+		{errors.Join(errors.New("first"), errors.New("second")), "rbloom: first; second"},
+		{errors.Join(errors.New("rbloom: first"), errors.New("rbloom: second")), "rbloom: first; second"},
+		{fmt.Errorf("drop f: %w", errors.Join(errors.New("a"), nil, errors.New("b\nc"))), "rbloom: drop f: a; b; c"},
+		{errors.New("heading:\n  detail one\n  detail two\n"), "rbloom: heading: detail one; detail two"},
+		{errors.New("windows\r\nlines\r\n\r\n"), "rbloom: windows; lines"},
+		{errors.New("a tab\there, a bell\a"), "rbloom: a tab here, a bell "},
+	} {
+		if got := c.errorLine(tc.err); got != tc.want {
+			t.Errorf("errorLine(%q) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+
+	// End to end: a name with a line break, quoted in the error's prefix.
+	rb(t, miniURL(t), "", "test", "two\nlines", "x").fails(t, `test "two\nlines": `, "invalid options: name")
 }

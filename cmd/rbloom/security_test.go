@@ -109,11 +109,12 @@ func TestTLSURL(t *testing.T) {
 }
 
 // cliACL is the rule for an rbloom application user that also runs the
-// CLI: the library's commands (see the package's TestLeastPrivilegeACL)
-// and PING, which the CLI sends once to check the connection.
+// CLI: the library's commands (see the package's TestLeastPrivilegeACL),
+// PING, which the CLI sends once to check the connection, and SCAN, which
+// list sends.
 var cliACL = []any{"ACL", "SETUSER", "app", "reset", "on", ">app-pw", "~rbloom:*", "resetchannels", "-@all",
 	"+evalsha", "+eval", "+get", "+set", "+bitfield", "+setrange", "+pexpire",
-	"+getrange", "+strlen", "+exists", "+bitfield_ro", "+pttl", "+memory|usage", "+bitcount", "+del", "+rename", "+ping"}
+	"+getrange", "+strlen", "+exists", "+bitfield_ro", "+pttl", "+memory|usage", "+bitcount", "+del", "+rename", "+ping", "+scan"}
 
 // TestLeastPrivilegeUser runs every command of rbloom as a Redis user that
 // may run only cliACL on keys under rbloom:*.
@@ -141,6 +142,9 @@ func TestLeastPrivilegeUser(t *testing.T) {
 	}
 	if r := rb(t, u, "", "info", "f", "--json"); r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, `"items": 2`) {
 		t.Errorf("info as app: %+v", r)
+	}
+	if r := rb(t, u, "", "list"); r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "f\tcounting\t3\t2\t") {
+		t.Errorf("list as app: %+v", r)
 	}
 	must(t, u, "drop", "f")
 	rb(t, u, "", "test", "f", "a").fails(t, `no filter named "f"`)

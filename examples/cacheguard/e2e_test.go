@@ -165,7 +165,7 @@ func endToEnd(t *testing.T, tbl *table) {
 		absent-absentByFilter, falsePositives, racing)
 	t.Logf("/stats: %+v", s)
 	t.Logf("afterwards: %d rows, %d ghosts, %d false negatives", len(rows(t, tbl)), len(ghosts), len(falseNegatives))
-	if s.FilterAbsent != int64(absentByFilter) || s.Lookups != int64(lookups) {
+	if s.AnsweredByFilter != int64(absentByFilter) || s.Lookups != int64(lookups) {
 		t.Errorf("stats = %+v, but clients saw %d lookups, %d answered by the filter", s, lookups, absentByFilter)
 	}
 	if share < 0.9 {

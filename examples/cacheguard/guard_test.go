@@ -40,7 +40,7 @@ func TestGetInsertDelete(t *testing.T) {
 	get("a1", "again", nil, byDatabase)
 
 	got := g.stats.snapshot()
-	want := statsJSON{Lookups: 4, FilterAbsent: 2, DBQueries: 2, SavedShare: 1}
+	want := statsJSON{Lookups: 4, AnsweredByFilter: 2, SentToDatabase: 2, AbsentAnsweredByFilterRatio: 1}
 	if got != want {
 		t.Errorf("stats = %+v, want %+v", got, want)
 	}
@@ -117,7 +117,7 @@ func TestFilterNotReady(t *testing.T) {
 	if n := count(t, g, "new"); n != 1 {
 		t.Errorf("count(new) after a delete before warm = %d, want 1 (left as a ghost)", n)
 	}
-	if s := g.stats.snapshot(); s.FilterUnavailable != 2 || s.FilterAbsent != 0 {
+	if s := g.stats.snapshot(); s.FilterUnavailable != 2 || s.AnsweredByFilter != 0 {
 		t.Errorf("stats = %+v, want 2 lookups with the filter unavailable", s)
 	}
 

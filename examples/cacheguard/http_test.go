@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -46,10 +47,29 @@ func TestHTTP(t *testing.T) {
 	if err := json.NewDecoder(rec.Body).Decode(&s); err != nil {
 		t.Fatal(err)
 	}
-	want := statsJSON{Lookups: 3, FilterAbsent: 2, DBQueries: 1, SavedShare: 1}
+	want := statsJSON{Lookups: 3, AnsweredByFilter: 2, SentToDatabase: 1, AbsentAnsweredByFilterRatio: 1}
 	if s != want {
 		t.Errorf("GET /stats = %+v, want %+v", s, want)
 	}
+	// The names say what each field is: counts of lookups, and a ratio.
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/stats", nil))
+	var fields map[string]any
+	if err := json.NewDecoder(rec.Body).Decode(&fields); err != nil {
+		t.Fatal(err)
+	}
+	wantFields := map[string]any{
+		"lookups":                           3.0,
+		"lookups_answered_absent_by_filter": 2.0,
+		"lookups_sent_to_database":          1.0,
+		"lookups_false_positive":            0.0,
+		"lookups_filter_unavailable":        0.0,
+		"absent_answered_by_filter_ratio":   1.0,
+	}
+	if !maps.Equal(fields, wantFields) {
+		t.Errorf("GET /stats = %v, want %v", fields, wantFields)
+	}
+
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/items/zz", nil))
 	if got := rec.Header().Get("X-Answered-By"); got != "filter" {
