@@ -42,8 +42,9 @@ var _ Filter = (*Counting)(nil)
 // validates its arguments and does not contact Redis: the first write
 // creates the filter, and a write to an existing filter of other parameters
 // fails with ErrParamsMismatch. Names may not contain braces or control
-// characters; the filter's keys are "rbloom:{name}" and, with several
-// partitions, "rbloom:{name/j}" (see partition.go).
+// characters, nor end in "/" and a number: the filter's keys are
+// "rbloom:{name}" and, with several partitions, "rbloom:{name/j}" (see
+// partition.go).
 func NewCounting(rdb redis.UniversalClient, name string, o Options) (*Counting, error) {
 	f, err := newFilter(rdb, name, ModeCounting, o)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -110,14 +111,20 @@ func (o Options) handle(rdb redis.UniversalClient, name string, h header) (*filt
 	return f, nil
 }
 
-// checkName rejects names that would break the key's hash tag or that
-// redis-cli users could not type.
+// checkName rejects names that would break the key's hash tag, name
+// another filter's partition, or that redis-cli users could not type.
 func checkName(name string) error {
 	if name == "" || len(name) > 256 {
 		return fmt.Errorf("%w: name %q: want 1 to 256 bytes", ErrInvalidOptions, name)
 	}
 	if !printable(name) {
 		return fmt.Errorf("%w: name %q: braces and control characters are not allowed", ErrInvalidOptions, name)
+	}
+	// The partitions of filter Y are Y and Y/j: a filter named Y/j would
+	// share Y's key, and its Rebuild or Drop would replace or delete
+	// Y's partition.
+	if i := strings.LastIndexByte(name, '/'); i >= 0 && i+1 < len(name) && strings.Trim(name[i+1:], "0123456789") == "" {
+		return fmt.Errorf("%w: name %q ends in /<number>, as the partitions of filter %q are named", ErrInvalidOptions, name, name[:i])
 	}
 	return nil
 }

@@ -138,3 +138,38 @@ func TestOnceIDReuse(t *testing.T) {
 		}
 	})
 }
+
+// TestPartitionNames: a filter named like another's partition ("Y/j") would
+// share that key: its Drop would damage Y, and its Rebuild would replace
+// Y's partition with its own items, so that Y's items there test absent.
+// Such names are refused, by the constructors and by Open.
+func TestPartitionNames(t *testing.T) {
+	rdb := realRedis(t)
+	y := newCounting(t, rdb, "y", Options{Capacity: 1000, Partitions: 4})
+	items := heldItems(t, y, 100)
+	var shared string // a partition tag of y of the form y/j
+	for _, p := range y.f.parts {
+		if tag := p.key[len("rbloom:{") : len(p.key)-1]; tag != "y" {
+			shared = tag
+			break
+		}
+	}
+	for _, name := range []string{shared, "y/0", "users/12", "a/b/3"} {
+		if _, err := NewCounting(rdb, name, Options{Capacity: 1000, Partitions: 4}); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("NewCounting(%q) = %v, want ErrInvalidOptions", name, err)
+		}
+		if _, err := Open(ctx, rdb, name); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidOptions", name, err)
+		}
+	}
+	for _, name := range []string{"y/x", "2024/users", "a/b", "v1.0/2b"} {
+		if _, err := NewCounting(rdb, name, Options{Capacity: 10}); err != nil {
+			t.Errorf("NewCounting(%q) = %v", name, err)
+		}
+	}
+	for i, ok := range must(y.TestMany(ctx, items)) {
+		if !ok {
+			t.Fatalf("%q tests absent", items[i])
+		}
+	}
+}

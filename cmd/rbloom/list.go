@@ -20,10 +20,9 @@ import (
 // them from the other keys with the exported API alone (Open and Info):
 //
 //	rbloom:{X}            the root partition of filter X, which Open finds;
-//	                      or partition j of filter Y, when X is "Y/j" and
-//	                      Y's Info lists that key (Open(X) succeeds then too,
-//	                      on a filter whose other partitions are missing), or
-//	                      when Open(Y) finds Y's root lost
+//	                      or, when X is "Y/j", partition j of filter Y (no
+//	                      filter may have such a name): Y is listed, found
+//	                      damaged if its root partition is lost
 //	rbloom:{X}:next, ...  a rebuild's copy, an operation record: SCAN's
 //	                      MATCH leaves them out
 //
@@ -141,49 +140,16 @@ func (l *lister) key(ctx context.Context, key string) error {
 	if !ok1 || !ok2 || strings.ContainsAny(tag, "{}") {
 		return nil // not a partition of rbloom's
 	}
+	name := tag
 	if m := partitionTag.FindStringSubmatch(tag); m != nil {
-		part, err := l.partitionOf(ctx, m[1], tag)
-		if err != nil || part {
-			return err
-		}
+		name = m[1]
 	}
-	x, err := l.open(ctx, tag)
+	x, err := l.open(ctx, name)
 	if err != nil {
 		return err
 	}
-	l.add(tag, x)
+	l.add(name, x)
 	return nil
-}
-
-// partitionOf reports whether the key rbloom:{tag} is a partition of the
-// filter y, and adds y to the list when it is.
-func (l *lister) partitionOf(ctx context.Context, y, tag string) (bool, error) {
-	parent, err := l.open(ctx, y)
-	if err != nil || !parent.filter {
-		return false, err
-	}
-	if parent.info == nil {
-		// y is damaged past reading: its root partition lost (Open
-		// found others) or unreadable. Then tag is one of its
-		// partitions, unless it opens as a sound filter of its own.
-		x, err := l.open(ctx, tag)
-		if err != nil {
-			return false, err
-		}
-		if x.filter && !x.damaged {
-			return false, nil
-		}
-		l.add(y, parent)
-		return true, nil
-	}
-	key := "rbloom:{" + tag + "}"
-	for _, p := range parent.info.Partitions {
-		if p.Key == key {
-			l.add(y, parent)
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // add puts the filter name on the list, once.
