@@ -36,7 +36,7 @@ func TestClassic(t *testing.T) {
 			t.Errorf("TestMany = %v, want %v", got, want)
 		}
 		in := must(c.Info(ctx))
-		if in.Mode != ModeClassic || in.Items != 5 || in.Counters != 9586 {
+		if in.Mode != ModeClassic || in.Items != 5 || in.Slots != 9586 {
 			t.Errorf("Info = %+v", in)
 		}
 		// Bits are one per slot: the string is a quarter of a counting one.

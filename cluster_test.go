@@ -164,7 +164,7 @@ func checkModel(t *testing.T, rdb redis.UniversalClient, c *Counting, writers []
 // model and no item held tests false.
 func TestClusterReshard(t *testing.T) {
 	cl, rdb := clusterClient(t)
-	c := must(NewCounting(rdb, "moving", Options{Counters: 60_000, Hashes: 4, Partitions: 6}))
+	c := must(NewCounting(rdb, "moving", Options{Slots: 60_000, Hashes: 4, Partitions: 6}))
 	if err := c.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestLargeFilter(t *testing.T) {
 		t.Skip("allocates about 600 MB in Redis")
 	}
 	rdb := realRedis(t)
-	c := must(NewCounting(rdb, "large", Options{Counters: 1<<30 + 1<<26, Hashes: 3}))
+	c := must(NewCounting(rdb, "large", Options{Slots: 1<<30 + 1<<26, Hashes: 3}))
 	if got := len(c.f.parts); got != 9 {
 		t.Errorf("%d partitions, want 9 of at most 64 MiB", got)
 	}
@@ -273,8 +273,8 @@ func TestLargeFilter(t *testing.T) {
 		}
 	}
 	in := must(c.Info(ctx))
-	if in.Counters < 1<<30 || len(in.Partitions) != 9 || in.Items != int64(len(items)) {
-		t.Errorf("Info = %d counters, %d partitions, %d items", in.Counters, len(in.Partitions), in.Items)
+	if in.Slots < 1<<30 || len(in.Partitions) != 9 || in.Items != int64(len(items)) {
+		t.Errorf("Info = %d counters, %d partitions, %d items", in.Slots, len(in.Partitions), in.Items)
 	}
 	for _, p := range in.Partitions {
 		if !p.Exists || p.Bytes > DefaultPartitionBytes+1<<20 {

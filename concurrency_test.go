@@ -24,7 +24,7 @@ func TestConcurrentWriters(t *testing.T) {
 	)
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
-	probe := newCounting(t, admin, "crowd", Options{Counters: 50_000, Hashes: 5})
+	probe := newCounting(t, admin, "crowd", Options{Slots: 50_000, Hashes: 5})
 
 	held := make([]map[string]int, writers)
 	var wg sync.WaitGroup
@@ -36,7 +36,7 @@ func TestConcurrentWriters(t *testing.T) {
 			defer wg.Done()
 			rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
 			defer rdb.Close()
-			c, err := NewCounting(rdb, "crowd", Options{Counters: 50_000, Hashes: 5})
+			c, err := NewCounting(rdb, "crowd", Options{Slots: 50_000, Hashes: 5})
 			if err != nil {
 				errs <- err
 				return

@@ -51,7 +51,7 @@ func TestCancelledContext(t *testing.T) {
 func TestDeadlineMidBatch(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	c := must(NewCounting(rdb, "deadline", Options{Counters: 4_000_000, Hashes: 3, Partitions: 3}))
+	c := must(NewCounting(rdb, "deadline", Options{Slots: 4_000_000, Hashes: 3, Partitions: 3}))
 	items := make([]string, 300_000)
 	for i := range items {
 		items[i] = fmt.Sprint("item-", i)

@@ -75,7 +75,7 @@ func TestCountingBasics(t *testing.T) {
 			}
 		}
 		in := must(c.Info(ctx))
-		if !in.Exists || in.Mode != ModeCounting || in.Items != 1 || in.Counters != 9586 || in.Hashes != 7 ||
+		if !in.Exists || in.Mode != ModeCounting || in.Items != 1 || in.Slots != 9586 || in.Hashes != 7 ||
 			in.Capacity != 1000 || in.ErrorRate != 0.01 || in.Bytes < 64+4793 {
 			t.Errorf("Info = %+v, want an existing counting filter, 1 item, m 9586, k 7, n 1000, p 0.01", in)
 		}
@@ -137,7 +137,7 @@ func TestBatches(t *testing.T) {
 // false.
 func TestSticky(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "sticky", Options{Counters: 1, Hashes: 1})
+		c := newCounting(t, rdb, "sticky", Options{Slots: 1, Hashes: 1})
 		for i := range 16 {
 			must(c.Add(ctx, fmt.Sprint("x", i)))
 		}
@@ -153,7 +153,7 @@ func TestSticky(t *testing.T) {
 			t.Errorf("Count after removing all = %d, want 15 (sticky)", n)
 		}
 		// Below 15, counters go down and up exactly.
-		d := newCounting(t, rdb, "exact", Options{Counters: 1, Hashes: 1})
+		d := newCounting(t, rdb, "exact", Options{Slots: 1, Hashes: 1})
 		must(d.AddMany(ctx, []string{"a", "b", "c"}))
 		must(d.RemoveMany(ctx, []string{"a", "b"}))
 		if n := must(d.Count(ctx, "c")); n != 1 {

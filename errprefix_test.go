@@ -84,8 +84,8 @@ func TestErrorPrefixes(t *testing.T) {
 		for _, o := range []Options{
 			{}, {Capacity: 10, ErrorRate: 1}, {Capacity: 10, ErrorRate: -0.5}, {Capacity: 10, Hashes: 65},
 			{Capacity: 10, Partitions: MaxPartitions + 1}, {Capacity: 10, TTL: time.Microsecond},
-			{Capacity: 10, OnceWindow: -time.Second}, {Counters: 10}, {Hashes: 3},
-			{Counters: 1 << 40, Hashes: 3, Partitions: 1},
+			{Capacity: 10, OnceWindow: -time.Second}, {Slots: 10}, {Hashes: 3},
+			{Slots: 1 << 40, Hashes: 3, Partitions: 1},
 		} {
 			_, err := NewCounting(rdb, "x", o)
 			checkPrefix(t, "NewCounting", err)
@@ -288,12 +288,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // tonumber reads but BITFIELD does not, which start with "ERR".
 func TestScriptErrorCodes(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "codes", Options{Counters: 100, Hashes: 2})
+	c := newCounting(t, rdb, "codes", Options{Slots: 100, Hashes: 2})
 	must(c.Add(ctx, "a"))
 	rdb.Set(ctx, keyOf(DefaultKeyPrefix, "plain"), "hello", 0)
 	rdb.RPush(ctx, keyOf(DefaultKeyPrefix, "list"), "x")
 	rdb.Set(ctx, keyOf(DefaultKeyPrefix, "long"), c.f.parts[0].head+strings.Repeat("\x00", 51), 0)
-	mismatched := newCounting(t, rdb, "codes", Options{Counters: 200, Hashes: 2})
+	mismatched := newCounting(t, rdb, "codes", Options{Slots: 200, Hashes: 2})
 
 	addPrefix := c.f.call(c.f.addOp(), 0, nil, placement{}, nil).args
 	removePrefix := c.f.call(removeOp(), 0, nil, placement{}, nil).args

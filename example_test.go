@@ -88,7 +88,7 @@ func ExampleOpen() {
 		panic(err)
 	}
 	info, _ := f.Info(ctx)
-	fmt.Printf("%s filter, m=%d, k=%d, %d item(s)\n", info.Mode, info.Counters, info.Hashes, info.Items)
+	fmt.Printf("%s filter, m=%d, k=%d, %d item(s)\n", info.Mode, info.Slots, info.Hashes, info.Items)
 	// Output:
 	// classic filter, m=958506, k=7, 1 item(s)
 }

@@ -25,7 +25,7 @@ func TestFaultyNetwork(t *testing.T) {
 	defer direct.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()}) // default retries
 	defer rdb.Close()
-	opts := Options{Counters: 40_000, Hashes: 4, Partitions: 2}
+	opts := Options{Slots: 40_000, Hashes: 4, Partitions: 2}
 	c := must(NewCounting(rdb, "faulty", opts))
 	if err := c.Create(ctx); err != nil {
 		t.Fatal(err)

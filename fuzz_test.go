@@ -70,13 +70,13 @@ func FuzzParseHeader(f *testing.F) {
 }
 
 // optionFields are the names an ErrInvalidOptions message may cite.
-var optionFields = []string{"Capacity", "ErrorRate", "Counters", "Hashes", "Partitions", "TTL", "OnceWindow"}
+var optionFields = []string{"Capacity", "ErrorRate", "Slots", "Hashes", "Partitions", "TTL", "OnceWindow"}
 
 // FuzzOptions feeds Options.resolve arbitrary options. It must never panic,
 // and either reject them with ErrInvalidOptions naming a field, or return a
 // header that encodes to one parseHeader accepts, with k in 1..MaxHashes,
-// P in 1..MaxPartitions, at least the Counters asked for (m*P >= Counters,
-// or >= OptimalCounters(Capacity, ErrorRate) when sized by capacity), and
+// P in 1..MaxPartitions, at least the Slots asked for (m*P >= Slots,
+// or >= OptimalSlots(Capacity, ErrorRate) when sized by capacity), and
 // exactly the Hashes and Partitions asked for when given.
 func FuzzOptions(f *testing.F) {
 	type seed struct {
@@ -86,26 +86,26 @@ func FuzzOptions(f *testing.F) {
 	for _, s := range []seed{
 		{Options{Capacity: 1000}, false},
 		{Options{Capacity: 1_000_000, ErrorRate: 0.001}, true},
-		{Options{Counters: 100, Hashes: 2}, false},
-		{Options{Counters: 1 << 31, Hashes: 3}, false},
-		{Options{Counters: 1 << 33, Hashes: 3}, true},
+		{Options{Slots: 100, Hashes: 2}, false},
+		{Options{Slots: 1 << 31, Hashes: 3}, false},
+		{Options{Slots: 1 << 33, Hashes: 3}, true},
 		{Options{Capacity: 1e9, ErrorRate: 1e-6, Partitions: 300}, false},
 		{Options{Capacity: 1, ErrorRate: 1e-300}, false},
 		{Options{Capacity: math.MaxUint64, ErrorRate: 0.5}, false},
-		{Options{Counters: 1, Hashes: 64, Partitions: 1024}, true},
+		{Options{Slots: 1, Hashes: 64, Partitions: 1024}, true},
 		{Options{Capacity: 10, ErrorRate: math.NaN()}, false},
 		{Options{Capacity: 10, TTL: time.Microsecond}, false},
 		{Options{Capacity: 10, OnceWindow: -1}, false},
 		{Options{Hashes: 3}, false},
-		{Options{Counters: 10}, false},
-		{Options{Counters: math.MaxUint64, Hashes: 3, Partitions: 1}, false},
+		{Options{Slots: 10}, false},
+		{Options{Slots: math.MaxUint64, Hashes: 3, Partitions: 1}, false},
 	} {
 		o := s.o
-		f.Add(o.Capacity, o.ErrorRate, o.Counters, o.Hashes, o.Partitions, int64(o.TTL), int64(o.OnceWindow), s.classic)
+		f.Add(o.Capacity, o.ErrorRate, o.Slots, o.Hashes, o.Partitions, int64(o.TTL), int64(o.OnceWindow), s.classic)
 	}
 	f.Fuzz(func(t *testing.T, capacity uint64, errorRate float64, counters uint64, hashes, partitions int,
 		ttl, once int64, classic bool) {
-		o := Options{Capacity: capacity, ErrorRate: errorRate, Counters: counters, Hashes: hashes,
+		o := Options{Capacity: capacity, ErrorRate: errorRate, Slots: counters, Hashes: hashes,
 			Partitions: partitions, TTL: time.Duration(ttl), OnceWindow: time.Duration(once)}
 		mode := ModeCounting
 		if classic {
@@ -146,7 +146,7 @@ func FuzzOptions(f *testing.F) {
 			if p == 0 {
 				p = DefaultErrorRate
 			}
-			want = OptimalCounters(capacity, p)
+			want = OptimalSlots(capacity, p)
 		}
 		if total < want {
 			t.Fatalf("resolve(%+v): m = %d in %d partitions = %d slots, fewer than %d", o, h.m, h.partitions, total, want)
@@ -168,14 +168,14 @@ func FuzzOptions(f *testing.F) {
 }
 
 // TestCountersOverflowPartitions pins a bug FuzzOptions found: with
-// Partitions set, resolve rounded Counters up to a multiple of it with
-// (m + P - 1) / P, which wrapped around for Counters within P-1 of 2^64 and
+// Partitions set, resolve rounded Slots up to a multiple of it with
+// (m + P - 1) / P, which wrapped around for Slots within P-1 of 2^64 and
 // gave m = 0, and the first Add divided by zero.
 func TestCountersOverflowPartitions(t *testing.T) {
-	o := Options{Counters: math.MaxUint64, Hashes: 3, Partitions: 2}
+	o := Options{Slots: math.MaxUint64, Hashes: 3, Partitions: 2}
 	h, err := o.resolve(ModeCounting)
-	if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(fmtErr(err), "Counters") && !strings.Contains(fmtErr(err), "Partitions") {
-		t.Errorf("resolve(%+v) = %+v, %v; want ErrInvalidOptions naming Counters or Partitions", o, h, err)
+	if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(fmtErr(err), "Slots") && !strings.Contains(fmtErr(err), "Partitions") {
+		t.Errorf("resolve(%+v) = %+v, %v; want ErrInvalidOptions naming Slots or Partitions", o, h, err)
 	}
 	c, err := NewCounting(miniRedis(t), "overflow", o)
 	if err == nil {

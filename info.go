@@ -16,7 +16,7 @@ type Info struct {
 	// Exists is false when no partition of the filter has been written yet
 	// (or the filter was dropped); the parameters are then the caller's.
 	Exists    bool
-	Counters  uint64  // m, the number of slots over all partitions
+	Slots     uint64  // m, the number of slots over all partitions
 	Hashes    int     // k, the number of slots per item
 	Capacity  uint64  // n the filter was sized for; 0 when unknown
 	ErrorRate float64 // the false-positive rate targeted at Capacity
@@ -112,7 +112,7 @@ func (f *filter) readInfo(ctx context.Context) (*Info, error) {
 		return nil, err
 	}
 	in := &Info{
-		Name: f.name, Mode: f.h.mode, Counters: f.h.m * uint64(len(f.parts)), Hashes: f.h.k,
+		Name: f.name, Mode: f.h.mode, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k,
 		Capacity: f.h.capacity, ErrorRate: f.h.errorRate,
 	}
 	var firstErr error

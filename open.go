@@ -58,7 +58,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string) (Filter, 
 
 func openMode(ctx context.Context, rdb redis.UniversalClient, name string, o Options, mode Mode) (*filter, error) {
 	if o.sized() {
-		return nil, callError("open", fmt.Errorf("%w: Capacity, ErrorRate, Counters, Hashes and Partitions come from Redis: leave them zero", ErrInvalidOptions))
+		return nil, callError("open", fmt.Errorf("%w: Capacity, ErrorRate, Slots, Hashes and Partitions come from Redis: leave them zero", ErrInvalidOptions))
 	}
 	f, err := open(ctx, rdb, name, o)
 	if err == nil && f.h.mode != mode {

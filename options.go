@@ -23,8 +23,8 @@ const DefaultOnceWindow = time.Hour
 //
 // The first five fields size the filter and are stored with it in Redis
 // (in every partition's header): set Capacity (and optionally ErrorRate),
-// and m and k are derived with OptimalCounters and OptimalHashes, or set
-// Counters and Hashes explicitly. A handle whose sizing differs from the
+// and m and k are derived with OptimalSlots and OptimalHashes, or set
+// Slots and Hashes explicitly. A handle whose sizing differs from the
 // stored filter's gets ErrParamsMismatch; OpenCounting and OpenClassic take
 // them from Redis and refuse them in Options.
 //
@@ -33,19 +33,19 @@ const DefaultOnceWindow = time.Hour
 // find the filter).
 type Options struct {
 	// Capacity is n, the number of items the filter is sized for. Required
-	// unless Counters and Hashes are both set.
+	// unless Slots and Hashes are both set.
 	Capacity uint64
 
 	// ErrorRate is p, the false-positive rate wanted at Capacity items. It
 	// must be in (0, 1). Default DefaultErrorRate (0.01).
 	ErrorRate float64
 
-	// Counters is m, the number of slots (counters in a counting filter,
-	// bits in a classic one). Default OptimalCounters(Capacity, ErrorRate).
-	Counters uint64
+	// Slots is m, the number of slots (counters in a counting filter,
+	// bits in a classic one). Default OptimalSlots(Capacity, ErrorRate).
+	Slots uint64
 
 	// Hashes is k, the number of slots each item sets, 1 to MaxHashes.
-	// Default OptimalHashes(Capacity, Counters).
+	// Default OptimalHashes(Capacity, Slots).
 	Hashes int
 
 	// Partitions is P, the number of Redis keys the slots are split over, 1
@@ -122,7 +122,7 @@ func (o Options) checkHandle() error {
 
 // sized reports whether o sets a field that is stored with the filter.
 func (o Options) sized() bool {
-	return o.Capacity != 0 || o.ErrorRate != 0 || o.Counters != 0 || o.Hashes != 0 || o.Partitions != 0
+	return o.Capacity != 0 || o.ErrorRate != 0 || o.Slots != 0 || o.Hashes != 0 || o.Partitions != 0
 }
 
 // resolve validates o and returns the header of the filter it describes.
@@ -142,23 +142,23 @@ func (o Options) resolve(mode Mode) (header, error) {
 		return bad("Hashes = %d, want 1 to %d", o.Hashes, MaxHashes)
 	case o.Partitions < 0 || o.Partitions > MaxPartitions:
 		return bad("Partitions = %d, want 1 to %d", o.Partitions, MaxPartitions)
-	case o.Capacity == 0 && o.Counters == 0:
-		return bad("Capacity is 0 and Counters is 0: set Capacity, or Counters and Hashes")
+	case o.Capacity == 0 && o.Slots == 0:
+		return bad("Capacity is 0 and Slots is 0: set Capacity, or Slots and Hashes")
 	case o.Capacity == 0 && o.Hashes == 0:
 		return bad("Hashes is 0 and Capacity is 0: set Hashes, or Capacity to derive it")
 	}
-	h := header{mode: mode, k: o.Hashes, m: o.Counters, partitions: 1, capacity: o.Capacity, errorRate: p}
-	field := "Counters"
+	h := header{mode: mode, k: o.Hashes, m: o.Slots, partitions: 1, capacity: o.Capacity, errorRate: p}
+	field := "Slots"
 	if h.m == 0 {
 		if p == 0 {
 			h.errorRate = DefaultErrorRate
 		}
-		h.m, field = OptimalCounters(h.capacity, h.errorRate), "Capacity"
+		h.m, field = OptimalSlots(h.capacity, h.errorRate), "Capacity"
 	}
 	if h.k == 0 {
 		h.k = OptimalHashes(h.capacity, h.m)
 		if h.k > MaxHashes {
-			return bad("Capacity = %d in %d Counters needs %d Hashes, more than %d", h.capacity, h.m, h.k, MaxHashes)
+			return bad("Capacity = %d in %d Slots needs %d Hashes, more than %d", h.capacity, h.m, h.k, MaxHashes)
 		}
 	}
 	if h.errorRate == 0 {
@@ -175,7 +175,7 @@ func (o Options) resolve(mode Mode) (header, error) {
 		parts = max(1, (bytes+DefaultPartitionBytes-1)/DefaultPartitionBytes)
 		field = "Capacity"
 		if o.Capacity == 0 {
-			field = "Counters"
+			field = "Slots"
 		}
 	} else {
 		field = "Partitions"

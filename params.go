@@ -7,13 +7,13 @@ import "math"
 // Filters: A Survey", 2004). They hold for counting filters too: a counter is
 // non-zero exactly when the bit of a classic filter would be set.
 
-// OptimalCounters returns m, the number of slots (counters or bits) that
+// OptimalSlots returns m, the number of slots (counters or bits) that
 // holds n items with a false-positive rate of p when k is chosen optimally:
 //
 //	m = ceil(-n ln p / (ln 2)^2)
 //
 // It returns 0 when n is 0 or p is not in (0, 1).
-func OptimalCounters(n uint64, p float64) uint64 {
+func OptimalSlots(n uint64, p float64) uint64 {
 	if n == 0 || !(p > 0 && p < 1) {
 		return 0
 	}

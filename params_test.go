@@ -20,8 +20,8 @@ func TestSizing(t *testing.T) {
 		{n: 1_000_000_000, p: 1e-9, m: 43_132_762_699, k: 30, rate: 1.0e-9},
 	}
 	for _, tt := range tests {
-		if got := OptimalCounters(tt.n, tt.p); got != tt.m {
-			t.Errorf("OptimalCounters(%d, %v) = %d, want %d", tt.n, tt.p, got, tt.m)
+		if got := OptimalSlots(tt.n, tt.p); got != tt.m {
+			t.Errorf("OptimalSlots(%d, %v) = %d, want %d", tt.n, tt.p, got, tt.m)
 		}
 		if got := OptimalHashes(tt.n, tt.m); got != tt.k {
 			t.Errorf("OptimalHashes(%d, %d) = %d, want %d", tt.n, tt.m, got, tt.k)
@@ -31,8 +31,8 @@ func TestSizing(t *testing.T) {
 		}
 	}
 	for _, p := range []float64{0, -1, 1, math.NaN()} {
-		if got := OptimalCounters(10, p); got != 0 {
-			t.Errorf("OptimalCounters(10, %v) = %d, want 0", p, got)
+		if got := OptimalSlots(10, p); got != 0 {
+			t.Errorf("OptimalSlots(10, %v) = %d, want 0", p, got)
 		}
 	}
 	if got := OptimalHashes(0, 10); got != 0 {

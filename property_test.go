@@ -42,7 +42,7 @@ func newCountingMachine(t *rapid.T, rdb redis.UniversalClient) *countingMachine 
 	k := rapid.IntRange(1, 8).Draw(t, "k")
 	parts := rapid.IntRange(1, int(min(4, m))).Draw(t, "partitions")
 	name := fmt.Sprint("machine-", machineNames.Add(1))
-	c, err := NewCounting(rdb, name, Options{Counters: m, Hashes: k, Partitions: parts})
+	c, err := NewCounting(rdb, name, Options{Slots: m, Hashes: k, Partitions: parts})
 	if err != nil {
 		t.Fatal(err)
 	}

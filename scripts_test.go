@@ -19,7 +19,7 @@ import (
 // and no string grows (one bad BITFIELD offset can allocate 512 MB).
 func TestForgedArguments(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "target", Options{Counters: 100, Hashes: 2})
+		c := newCounting(t, rdb, "target", Options{Slots: 100, Hashes: 2})
 		must(c.Add(ctx, "a"))
 		end := strconv.Itoa(headerBits + 100*4) // first bit past the last counter
 		huge := header{mode: ModeCounting, k: 2, m: 1 << 31, partitions: 1}.encode()
@@ -108,7 +108,7 @@ func readByTonumber(name string) bool {
 // first answer and change nothing.
 func TestRetryAppliesOnce(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "retry", Options{Counters: 64, Hashes: 3})
+		c := newCounting(t, rdb, "retry", Options{Slots: 64, Hashes: 3})
 		ab := []string{"a", "b"}
 		add := c.f.call(c.f.addOp(), 0, ab, c.f.place(ab), []int{0, 1})
 		remove := c.f.call(removeOp(), 0, ab, c.f.place(ab), []int{0})

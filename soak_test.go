@@ -57,7 +57,7 @@ func TestSoak(t *testing.T) {
 		// the 3,300 items share it: about 10^-4 such counters in 4 x 10^6.
 		maxHeld = 2
 	)
-	opts := Options{Counters: 4_000_000, Hashes: 5, Partitions: 4}
+	opts := Options{Slots: 4_000_000, Hashes: 5, Partitions: 4}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	// go-redis keeps pipelines (all of rbloom's calls) in a pool of their
 	// own, and spills to the main pool when that one is busy.

@@ -84,7 +84,7 @@ func demo(ctx context.Context, rdb redis.UniversalClient, where string, args []s
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "%s filter (m=%d, k=%d, %d bytes in Redis):\n", c.name, info.Counters, info.Hashes, info.Bytes)
+		fmt.Fprintf(out, "%s filter (m=%d, k=%d, %d bytes in Redis):\n", c.name, info.Slots, info.Hashes, info.Bytes)
 		fmt.Fprintf(out, "  false negatives:    %d of %d kept items (must be 0)\n", len(kept)-misses, len(kept))
 		fmt.Fprintf(out, "  deleted still seen: %d of %d (%.2f%%)\n", ghosts, len(deleted), pct(ghosts, len(deleted)))
 		fmt.Fprintf(out, "  false positives:    %d of %d never added (%.3f%%, target %.3f%% at capacity)\n",

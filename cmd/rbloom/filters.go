@@ -26,7 +26,7 @@ func addSizingFlags(fs *pflag.FlagSet) *sizing {
 	// Counts take 1000000, 1_000_000 or 1e6; the rate 0.01, 1% or 1e-3.
 	fs.Var(newWhole(&s.opts.Capacity, 0, 1), "capacity", "number of items `N` the filter is sized for: 1000000, 1_000_000 or 1e6")
 	fs.Var(newRate(&s.opts.ErrorRate, rbloom.DefaultErrorRate), "error-rate", "false-positive rate `P` wanted at capacity: 0.01, 1% or 1e-3")
-	fs.VarP(newWhole(&s.opts.Counters, 0, 1), "counters", "m", "number of slots `M`, instead of deriving it from --capacity")
+	fs.VarP(newWhole(&s.opts.Slots, 0, 1), "slots", "m", "number of slots `M`, instead of deriving it from --capacity")
 	fs.VarP(newWhole(&s.opts.Hashes, 0, 1), "hashes", "k", "slots per item `K`, instead of deriving it")
 	fs.Var(newWhole(&s.opts.Partitions, 0, 1), "partitions", "Redis keys `P` to split the slots over (default: enough for 64 MiB each)")
 	fs.BoolVar(&s.classic, "classic", false, "a classic filter: one bit per slot, a quarter of the memory, no remove")
@@ -37,7 +37,7 @@ func addSizingFlags(fs *pflag.FlagSet) *sizing {
 // given reports whether the flags describe a filter, as opposed to naming
 // one that exists. It fails when they only half describe one.
 func (s *sizing) given() (bool, error) {
-	m, k := s.fs.Changed("counters"), s.fs.Changed("hashes")
+	m, k := s.fs.Changed("slots"), s.fs.Changed("hashes")
 	sized := s.fs.Changed("capacity") || m || k
 	if m != k && !s.fs.Changed("capacity") {
 		return false, errors.New("-m and -k go together, unless --capacity is given to derive the other")
@@ -55,7 +55,7 @@ func (s *sizing) given() (bool, error) {
 // filter returns the filter that the flags describe.
 func (s *sizing) filter(c *cli, name string) (rbloom.Filter, error) {
 	o := s.opts
-	if !s.fs.Changed("error-rate") && (o.Counters != 0 || o.Hashes != 0) {
+	if !s.fs.Changed("error-rate") && (o.Slots != 0 || o.Hashes != 0) {
 		// With m or k given, the library records the rate they give at
 		// capacity rather than a target nobody asked for.
 		o.ErrorRate = 0
@@ -158,7 +158,7 @@ func setupCreate(c *cli, fs *pflag.FlagSet) func(context.Context, []string) erro
 
 // describe sums up a filter in one line.
 func describe(in *rbloom.Info) string {
-	s := fmt.Sprintf("%s, m=%d k=%d", in.Mode, in.Counters, in.Hashes)
+	s := fmt.Sprintf("%s, m=%d k=%d", in.Mode, in.Slots, in.Hashes)
 	if len(in.Partitions) > 1 {
 		s += fmt.Sprintf(" in %d partitions", len(in.Partitions))
 	}
@@ -227,7 +227,7 @@ func printInfo(c *cli, in *rbloom.Info) {
 		{"name", in.Name},
 		{"partitions", partitions(in)},
 		{"mode", in.Mode.String()},
-		{"slots (m)", strconv.FormatUint(in.Counters, 10)},
+		{"slots (m)", strconv.FormatUint(in.Slots, 10)},
 		{"hashes (k)", strconv.Itoa(in.Hashes)},
 		{"sized for", capacity},
 		{"items", fmt.Sprintf("%d (added minus removed, approximate)", in.Items)},
@@ -236,7 +236,7 @@ func printInfo(c *cli, in *rbloom.Info) {
 		{"error rate now", percent(in.FalsePositiveRate) + " expected from the items, " +
 			percent(in.MeasuredFalsePositiveRate) + " measured from the slots"},
 		{"slots in use", fmt.Sprintf("%d of %d non-zero (%s), %d saturated at 15",
-			in.NonZero, in.Counters, percent(float64(in.NonZero)/float64(max(1, in.Counters))), in.Saturated)},
+			in.NonZero, in.Slots, percent(float64(in.NonZero)/float64(max(1, in.Slots))), in.Saturated)},
 		{"damaged", strconv.FormatBool(in.Damaged)},
 	} {
 		fmt.Fprintf(c.out, "%-15s %s\n", row[0]+":", row[1])
@@ -271,7 +271,7 @@ func partitions(in *rbloom.Info) string {
 type infoJSON struct {
 	Name              string  `json:"name"`
 	Mode              string  `json:"mode"` // "counting" or "classic"
-	Counters          uint64  `json:"counters"`
+	Slots             uint64  `json:"slots"`
 	Hashes            int     `json:"hashes"`
 	Capacity          uint64  `json:"capacity"` // 0: unknown
 	ErrorRate         float64 `json:"error_rate"`
@@ -300,7 +300,7 @@ type partitionJSON struct {
 func printInfoJSON(c *cli, in *rbloom.Info) error {
 	out := infoJSON{
 		Name: in.Name, Mode: in.Mode.String(),
-		Counters: in.Counters, Hashes: in.Hashes,
+		Slots: in.Slots, Hashes: in.Hashes,
 		Capacity: in.Capacity, ErrorRate: in.ErrorRate,
 		Items: in.Items, Bytes: in.Bytes, TTLSeconds: in.TTL.Seconds(),
 		FalsePositiveRate:         in.FalsePositiveRate,

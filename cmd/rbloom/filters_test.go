@@ -20,7 +20,7 @@ func TestCreate(t *testing.T) {
 		{[]string{"create", "f", "--classic", "--capacity", "1000"}, "rbloom: filter parameters differ from the stored ones"},
 		{[]string{"create", "g", "--capacity", "1_000_000", "--error-rate", "0.001", "--classic"}, "created g: classic, m=14377588 k=10, for 1000000 items at error rate 0.1%, 1.7 MiB in Redis\n"},
 		{[]string{"create", "h", "-m", "1000", "-k", "3"}, "created h: counting, m=1000 k=3, 580 B in Redis\n"},
-		{[]string{"create", "i", "--counters=1000", "--hashes=3", "--capacity=100"}, "created i: counting, m=1000 k=3, for 100 items at error rate 1.74%, 580 B in Redis\n"},
+		{[]string{"create", "i", "--slots=1000", "--hashes=3", "--capacity=100"}, "created i: counting, m=1000 k=3, for 100 items at error rate 1.74%, 580 B in Redis\n"},
 		{[]string{"create", "j", "--capacity", "100", "--ttl", "1h"}, "created j: counting, m=959 k=7, for 100 items at error rate 1%, 560 B in Redis, expires in 1h0m0s\n"},
 		{[]string{"create", "k"}, "rbloom: create k: give --capacity N (and --error-rate P), or -m M and -k K"},
 		{[]string{"create", "k", "--ttl", "1h"}, "rbloom: create k: --ttl needs --capacity N, or -m M and -k K"},
@@ -71,7 +71,7 @@ func TestInfo(t *testing.T) {
 	}
 	want := map[string]any{
 		"name": "f", "mode": "counting",
-		"counters": 14378.0, "hashes": 10.0, "capacity": 1000.0, "error_rate": 0.001,
+		"slots": 14378.0, "hashes": 10.0, "capacity": 1000.0, "error_rate": 0.001,
 		"items": 3.0, "bytes": 7269.0, "ttl_seconds": 0.0,
 	}
 	for k, v := range want {

@@ -327,7 +327,7 @@ func (c *cli) main(ctx context.Context, args []string) error {
 	return nil
 }
 
-// flagName names f as the usage text does: "--capacity", "-m/--counters".
+// flagName names f as the usage text does: "--capacity", "-m/--slots".
 func flagName(f *pflag.Flag) string {
 	if f.Shorthand != "" {
 		return "-" + f.Shorthand + "/--" + f.Name

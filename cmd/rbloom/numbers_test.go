@@ -143,7 +143,7 @@ func TestNumberFlags(t *testing.T) {
 		{[]string{"--capacity", "-5"}, `create: --capacity "-5": want a whole number, not a negative one`},
 		{[]string{"--capacity=-1e6"}, `create: --capacity "-1e6": want a whole number, not a negative one`},
 		{[]string{"--capacity", "1e30"}, `create: --capacity "1e30": too large: want at most 18446744073709551615`},
-		{[]string{"-m", "1k", "-k", "3"}, `create: -m/--counters "1k": want a whole number such as`},
+		{[]string{"-m", "1k", "-k", "3"}, `create: -m/--slots "1k": want a whole number such as`},
 		{[]string{"-m", "1000", "-k", "2.5"}, `create: -k/--hashes "2.5": want a whole number, not a fraction`},
 		{[]string{"--capacity", "100", "--partitions", "1e19"}, `create: --partitions "1e19": too large: want at most 9223372036854775807`},
 		{[]string{"--capacity", "100", "--error-rate", "5"}, `create: --error-rate "5": want a rate above 0 and below 1 such as 0.01, 1% or 1e-3`},
@@ -169,7 +169,7 @@ func TestNumberFlags(t *testing.T) {
 
 	// The defaults show in the help as they did.
 	help := rb(t, "", "", "help", "create").stdout
-	for _, want := range []string{"--capacity N ", "--error-rate P ", `(default 0.01)`, "-m, --counters M ", "-k, --hashes K ", "--partitions P "} {
+	for _, want := range []string{"--capacity N ", "--error-rate P ", `(default 0.01)`, "-m, --slots M ", "-k, --hashes K ", "--partitions P "} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help create = %q, want it to contain %q", help, want)
 		}

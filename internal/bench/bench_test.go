@@ -133,9 +133,9 @@ func TestRunQuick(t *testing.T) {
 		}
 	}
 
-	// ceil(m/2) + 64 with m = OptimalCounters(5000, 0.01), and the key
+	// ceil(m/2) + 64 with m = OptimalSlots(5000, 0.01), and the key
 	// must be exactly that long.
-	m := rbloom.OptimalCounters(5000, 0.01)
+	m := rbloom.OptimalSlots(5000, 0.01)
 	if want := "STRLEN " + count(int((m+1)/2+64)) + " bytes"; !strings.Contains(report, want) {
 		t.Errorf("the memory line does not say %q, which is ceil(m/2)+64", want)
 	}
