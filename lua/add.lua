@@ -74,7 +74,7 @@ if not exists then
   redis.call('SETRANGE', key, f.size - 1, '\0')
 end
 -- The first reply is the item count kept in the header.
-bitfield[6] = n
+bitfield[BF_ITEMS] = n
 local r = redis.call('BITFIELD', key, unpack(bitfield))
 if copy then redis.call('BITFIELD', copy, unpack(bitfield)) end
 if not exists then
@@ -85,7 +85,7 @@ if not exists then
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
 
-local out, j, k = {}, 2, f.k
+local out, j, k = {}, FIRST_SLOT_REPLY, f.k
 for i = 1, n do
   local seen = '1'
   for t = j, j + k - 1 do

@@ -10,6 +10,10 @@
 local MAX_SLOTS = 1500 -- 4 BITFIELD arguments each: unpack() fails past about 8000
 local RESERVED = string.rep('\0', HEADER - RESERVED_BYTE)
 local ITEMS_BIT = ITEMS_BYTE * 8
+-- Positions in the BITFIELD call that slots builds: the OVERFLOW mode and
+-- the change of the item count among its arguments, and the first slot's
+-- among its replies (the item count's comes first).
+local BF_OVERFLOW, BF_ITEMS, FIRST_SLOT_REPLY = 2, 6, 2
 
 local function reject(code, msg)
   return redis.error_reply('RBLOOM_' .. code .. ' ' .. msg)
@@ -201,7 +205,7 @@ local function slots(f, argv, first, op, value)
   local w = f.width
   local lo = HEADER * 8
   local args = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', ITEMS_BIT, 0}
-  local ok, bad = pcall(build, args, argv, 6, first, last, lo, lo + (f.m - 1) * w, w,
+  local ok, bad = pcall(build, args, argv, #args, first, last, lo, lo + (f.m - 1) * w, w,
     op, (w == 4) and 'u4' or 'u1', value)
   if not ok then
     return nil, nil, reject('ARGS', 'ARGV[' .. first .. '..' .. last .. '] are not all numbers')

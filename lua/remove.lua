@@ -52,22 +52,23 @@ local function removeFrom(key)
   -- OVERFLOW FAIL leaves a counter at 0 alone and answers nil (false in
   -- Lua); an answer of 14 means the counter was 15. Either sends us to the
   -- exact path.
-  bitfield[2], bitfield[6] = 'FAIL', -n
+  bitfield[BF_OVERFLOW], bitfield[BF_ITEMS] = 'FAIL', -n
   local r = redis.call('BITFIELD', key, unpack(bitfield))
   local exact = false
-  for t = 2, slotCount + 1 do
+  for t = FIRST_SLOT_REPLY, FIRST_SLOT_REPLY + slotCount - 1 do
     local v = r[t]
     if v == false or v == 14 then exact = true break end
   end
   if not exact then return string.rep('1', n), n end
 
   -- Exact path: undo what the fast path applied, read the counters, and
-  -- remove item by item.
+  -- remove item by item. offsets[t] is slot t's offset, v[t] its counter.
+  local offsets = {unpack(ARGV, FIRST_OFFSET)}
   local undo = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', ITEMS_BIT, n}
   local get = {}
   for t = 1, slotCount do
-    local o = ARGV[t + FIRST_OFFSET - 1]
-    if r[t + 1] ~= false then
+    local o = offsets[t]
+    if r[FIRST_SLOT_REPLY + t - 1] ~= false then
       undo[#undo + 1] = 'INCRBY'
       undo[#undo + 1] = 'u4'
       undo[#undo + 1] = o
@@ -87,13 +88,13 @@ local function removeFrom(key)
     local first, last = (i - 1) * k + 1, i * k
     local present = true
     for t = first, last do
-      if (now[ARGV[t + FIRST_OFFSET - 1]] or v[t]) == 0 then present = false break end
+      if (now[offsets[t]] or v[t]) == 0 then present = false break end
     end
     out[i] = present and '1' or '0'
     if present then
       removed = removed + 1
       for t = first, last do
-        local o = ARGV[t + FIRST_OFFSET - 1]
+        local o = offsets[t]
         local c = now[o] or v[t]
         -- c is 0 only when the item hits this counter more than once.
         if c > 0 and c < 15 then
@@ -107,7 +108,7 @@ local function removeFrom(key)
     end
   end
   if removed > 0 then
-    dec[6] = -removed
+    dec[BF_ITEMS] = -removed
     redis.call('BITFIELD', key, unpack(dec))
   end
   return table.concat(out), removed
