@@ -8,29 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// serverStat returns a field of INFO section, as an integer.
-func serverStat(t testing.TB, rdb *redis.Client, section, field string) int64 {
-	t.Helper()
-	info, err := rdb.Info(ctx, section).Result()
-	if err != nil {
-		t.Fatalf("INFO %s: %v", section, err)
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("INFO %s: %s = %q", section, field, v)
-			}
-			return n
-		}
-	}
-	t.Fatalf("INFO %s has no %s", section, field)
-	return 0
-}
 
 // TestItemEdgeCases: the empty item and an item of 1 MB are items like any
 // other (only their hash reaches Redis), and batches of no items answer at

@@ -6,15 +6,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func newClassicT(t *testing.T, rdb redis.UniversalClient, name string, o Options) *Classic {
-	t.Helper()
-	c, err := NewClassic(rdb, name, o)
-	if err != nil {
-		t.Fatalf("NewClassic(%q, %+v): %v", name, o, err)
-	}
-	return c
-}
-
 func TestClassic(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newClassicT(t, rdb, "bits", Options{Capacity: 1000})
@@ -44,16 +35,4 @@ func TestClassic(t *testing.T) {
 			t.Errorf("STRLEN = %d, want %d", n, 64+(9586+7)/8)
 		}
 	})
-}
-
-func equal(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -15,24 +15,6 @@ import (
 
 var ctx = context.Background()
 
-func newCounting(t *testing.T, rdb redis.UniversalClient, name string, o Options) *Counting {
-	t.Helper()
-	c, err := NewCounting(rdb, name, o)
-	if err != nil {
-		t.Fatalf("NewCounting(%q, %+v): %v", name, o, err)
-	}
-	return c
-}
-
-// must returns v, or panics (failing the test run) when err is not nil.
-// It keeps the many calls whose error no test expects on one line.
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
-}
-
 func TestCountingBasics(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "users", Options{Capacity: 1000})

@@ -61,16 +61,6 @@ func allCalls(rdb redis.UniversalClient, c *Counting) map[string]func(context.Co
 	}
 }
 
-// sortedKeys returns the keys of m in order, for deterministic output.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // TestErrorPrefixes drives every error path it can reach and checks that
 // each error starts with "rbloom: " and never with a code go-redis acts on,
 // even where the cause is such a code from Redis (READONLY from a replica,
@@ -269,16 +259,6 @@ func TestErrorPrefixes(t *testing.T) {
 			}
 		}
 	})
-}
-
-// waitFor polls cond for up to 10 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // TestScriptErrorCodes calls the scripts directly with forged arguments and

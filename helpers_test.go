@@ -2,8 +2,12 @@ package rbloom
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -147,4 +151,107 @@ func checkHeld(t *testing.T, rdb redis.UniversalClient, f *filter, multisets ...
 		}
 	}
 	return total, slices.Max(want)
+}
+
+func newCounting(t *testing.T, rdb redis.UniversalClient, name string, o Options) *Counting {
+	t.Helper()
+	c, err := NewCounting(rdb, name, o)
+	if err != nil {
+		t.Fatalf("NewCounting(%q, %+v): %v", name, o, err)
+	}
+	return c
+}
+
+// must returns v, or panics (failing the test run) when err is not nil.
+// It keeps the many calls whose error no test expects on one line.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func newClassicT(t *testing.T, rdb redis.UniversalClient, name string, o Options) *Classic {
+	t.Helper()
+	c, err := NewClassic(rdb, name, o)
+	if err != nil {
+		t.Fatalf("NewClassic(%q, %+v): %v", name, o, err)
+	}
+	return c
+}
+
+func equal(a, b []bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// serverStat returns a field of INFO section, as an integer.
+func serverStat(t testing.TB, rdb *redis.Client, section, field string) int64 {
+	t.Helper()
+	info, err := rdb.Info(ctx, section).Result()
+	if err != nil {
+		t.Fatalf("INFO %s: %v", section, err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO %s: %s = %q", section, field, v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO %s has no %s", section, field)
+	return 0
+}
+
+// waitFor polls cond for up to 10 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// sortedKeys returns the keys of m in order, for deterministic output.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// heldItems adds n items to c and returns them.
+func heldItems(t *testing.T, c *Counting, n int) []string {
+	t.Helper()
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprint("held-", i)
+	}
+	if _, err := c.AddMany(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
+// inPartition returns the items that live in partition p.
+func inPartition(c *Counting, items []string, p int) []string {
+	var in []string
+	for _, item := range items {
+		if q, _ := c.f.locate(nil, item); q == p {
+			in = append(in, item)
+		}
+	}
+	return in
 }

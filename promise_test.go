@@ -2,7 +2,6 @@ package rbloom
 
 import (
 	"errors"
-	"fmt"
 	"maps"
 	"testing"
 
@@ -11,30 +10,6 @@ import (
 
 // Regression tests for paths that answered "absent" for a held item, or
 // dropped an item, without an error: each failed on the code before its fix.
-
-// heldItems adds n items to c and returns them.
-func heldItems(t *testing.T, c *Counting, n int) []string {
-	t.Helper()
-	items := make([]string, n)
-	for i := range items {
-		items[i] = fmt.Sprint("held-", i)
-	}
-	if _, err := c.AddMany(ctx, items); err != nil {
-		t.Fatal(err)
-	}
-	return items
-}
-
-// inPartition returns the items that live in partition p.
-func inPartition(c *Counting, items []string, p int) []string {
-	var in []string
-	for _, item := range items {
-		if q, _ := c.f.locate(nil, item); q == p {
-			in = append(in, item)
-		}
-	}
-	return in
-}
 
 // TestCreateOnDamagedFilter: Create on a filter one of whose partitions
 // vanished must fail with ErrDamaged and write nothing, for every index;
