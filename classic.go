@@ -36,6 +36,19 @@ func (c *Classic) AddMany(ctx context.Context, items []string) ([]bool, error) {
 	return c.f.add(ctx, items)
 }
 
+// AddOnce is Add, applied at most once per opID within Options.OnceWindow,
+// as Counting.AddOnce.
+func (c *Classic) AddOnce(ctx context.Context, item, opID string) (bool, error) {
+	return first(c.f.writeOnce(ctx, c.f.addOp(), []string{item}, opID))
+}
+
+// AddManyOnce is AddMany, applied at most once per batchID, as
+// Counting.AddManyOnce: a replayed batch gets the first answers, the
+// dedup decisions of a stream consumer.
+func (c *Classic) AddManyOnce(ctx context.Context, items []string, batchID string) ([]bool, error) {
+	return c.f.writeOnce(ctx, c.f.addOp(), items, batchID)
+}
+
 // Test reports whether item may be present. False means it is definitely
 // absent. Test never writes.
 func (c *Classic) Test(ctx context.Context, item string) (bool, error) {

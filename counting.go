@@ -90,7 +90,20 @@ func (c *Counting) RemoveMany(ctx context.Context, items []string) ([]bool, erro
 // (in the same partition), it fails with ErrOpIDReused and adds nothing.
 // Ids of AddOnce and RemoveOnce are apart.
 func (c *Counting) AddOnce(ctx context.Context, item, opID string) (bool, error) {
-	return c.f.writeOnce(ctx, c.f.addOp(), item, opID)
+	return first(c.f.writeOnce(ctx, c.f.addOp(), []string{item}, opID))
+}
+
+// AddManyOnce is AddMany, applied at most once per batchID: the same batch
+// sent again with the same batchID within Options.OnceWindow, from this
+// process or another, gets the first call's answers and adds nothing, so a
+// consumer that replays a batch (a topic, partition and offset range, say)
+// decides exactly what it decided the first time. The batch is recorded
+// once per script call (about 36 items at k = 7), not per item. Sent again
+// with other items, it fails with ErrOpIDReused; then the calls whose items
+// did not change were not applied again, and calls to partitions the first
+// batch did not touch may have been applied.
+func (c *Counting) AddManyOnce(ctx context.Context, items []string, batchID string) ([]bool, error) {
+	return c.f.writeOnce(ctx, c.f.addOp(), items, batchID)
 }
 
 // RemoveOnce is Remove, applied at most once per opID, like AddOnce: a
@@ -99,7 +112,13 @@ func (c *Counting) AddOnce(ctx context.Context, item, opID string) (bool, error)
 // removes, atomically, and recorded even when nothing was removed. Used
 // again for another item, it fails with ErrOpIDReused.
 func (c *Counting) RemoveOnce(ctx context.Context, item, opID string) (bool, error) {
-	return c.f.writeOnce(ctx, removeOp(), item, opID)
+	return first(c.f.writeOnce(ctx, removeOp(), []string{item}, opID))
+}
+
+// RemoveManyOnce is RemoveMany, applied at most once per batchID, as
+// AddManyOnce is AddMany.
+func (c *Counting) RemoveManyOnce(ctx context.Context, items []string, batchID string) ([]bool, error) {
+	return c.f.writeOnce(ctx, removeOp(), items, batchID)
 }
 
 // Test reports whether item may be present. False means it is definitely

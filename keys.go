@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 )
 
 // The names of every Redis key rbloom uses, with the default prefix
@@ -15,8 +16,9 @@ import (
 //	rbloom:{tag}                   a partition
 //	rbloom:{tag}:next              its copy while a rebuild fills it
 //	rbloom:{tag}:op:<32 hex>       the record of one write call (a minute)
-//	rbloom:{tag}:once:add:<id>     the record of AddOnce's operation id
-//	rbloom:{tag}:once:remove:<id>  the record of RemoveOnce's operation id
+//	rbloom:{tag}:once:add:<n>:<id>     the record of the n-th call to this
+//	                                   partition of an add under operation id
+//	rbloom:{tag}:once:remove:<n>:<id>  the same for a remove
 
 // DefaultKeyPrefix starts every key when Options.KeyPrefix is empty.
 const DefaultKeyPrefix = "rbloom:"
@@ -57,9 +59,10 @@ func randomRecordKey(key string) string {
 	return key + ":op:" + hex.EncodeToString(id[:])
 }
 
-// onceRecordKey is the key of the record of the caller's operation id, for
-// an op ("add" or "remove") on the partition at key. Adds and removes keep
-// their ids apart.
-func onceRecordKey(key, op, id string) string {
-	return key + ":once:" + op + ":" + id
+// onceRecordKey is the key of the record of the seq-th call of an op ("add"
+// or "remove") on the partition at key under the caller's operation id.
+// Adds and removes keep their ids apart; seq comes before the id, which may
+// hold anything, so that no two (seq, id) share a key.
+func onceRecordKey(key, op string, seq int, id string) string {
+	return key + ":once:" + op + ":" + strconv.Itoa(seq) + ":" + id
 }

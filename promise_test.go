@@ -2,7 +2,9 @@ package rbloom
 
 import (
 	"errors"
+	"fmt"
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -147,4 +149,48 @@ func TestPartitionNames(t *testing.T) {
 			t.Fatalf("%q tests absent", items[i])
 		}
 	}
+}
+
+// TestBatchOnce: a batch under one id, spread over partitions and over
+// several script calls and round trips, is applied once: sent again it
+// gets the first answers and changes nothing; sent again with other items
+// it fails with ErrOpIDReused.
+func TestBatchOnce(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "batches", Options{Capacity: 100_000, Partitions: 3})
+		items := make([]string, 12_000) // more than one round trip's 9,362 at k = 7
+		for i := range items {
+			items[i] = fmt.Sprint("event-", i%11_000) // some twice: answered true the second time
+		}
+		first := must(c.AddManyOnce(ctx, items, "topic/0/0-11999"))
+		before := dump(t, rdb)
+		again := must(c.AddManyOnce(ctx, items, "topic/0/0-11999"))
+		if !slices.Equal(first, again) {
+			t.Error("a replayed batch got other answers")
+		}
+		if after := dump(t, rdb); !maps.Equal(before, after) {
+			t.Error("a replayed batch changed Redis")
+		}
+		if n := must(c.Info(ctx)).Items; n != int64(len(items)) {
+			t.Errorf("Info.Items = %d after a batch and its replay, want %d", n, len(items))
+		}
+		other := slices.Clone(items)
+		other[5] = "another event"
+		if _, err := c.AddManyOnce(ctx, other, "topic/0/0-11999"); !errors.Is(err, ErrOpIDReused) {
+			t.Errorf("the batch id with another item: %v, want ErrOpIDReused", err)
+		}
+		removed := must(c.RemoveManyOnce(ctx, items[:100], "deletes/7"))
+		if replay := must(c.RemoveManyOnce(ctx, items[:100], "deletes/7")); !slices.Equal(removed, replay) {
+			t.Error("a replayed remove batch got other answers")
+		}
+		if n := must(c.Info(ctx)).Items; n != int64(len(items)-100) {
+			t.Errorf("Info.Items = %d after a remove batch and its replay, want %d", n, len(items)-100)
+		}
+
+		b := newClassicT(t, rdb, "dedup", Options{Capacity: 1000})
+		seen := must(b.AddManyOnce(ctx, []string{"e1", "e2", "e1"}, "b1"))
+		if !slices.Equal(seen, []bool{false, false, true}) || !slices.Equal(must(b.AddManyOnce(ctx, []string{"e1", "e2", "e1"}, "b1")), seen) {
+			t.Errorf("classic AddManyOnce = %v, then not the same again", seen)
+		}
+	})
 }

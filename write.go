@@ -43,19 +43,20 @@ func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
 	return f.write(ctx, removeOp(), items)
 }
 
-// writeOnce applies op to item at most once per opID within f.onceWindow:
-// the call's record is named after opID instead of being random, so a
-// second call with the same opID, from this process or another, returns
-// the first call's answer and changes nothing. The record holds a digest
-// of the item, so that the id used again for another item is refused with
+// writeOnce applies op to items at most once per opID within
+// f.onceWindow: each script call's record is named after opID (and the
+// call's place in the batch) instead of being random, so the same batch
+// sent again with the same opID, from this process or another, gets the
+// first answers and changes nothing. A record holds a digest of its call's
+// items, so that the id used again for other items is refused with
 // ErrOpIDReused rather than answered as a replay. Adds and removes keep
 // their ids apart.
-func (f *filter) writeOnce(ctx context.Context, op writeOp, item, opID string) (bool, error) {
+func (f *filter) writeOnce(ctx context.Context, op writeOp, items []string, opID string) ([]bool, error) {
 	if opID == "" || len(opID) > 256 {
-		return false, fmt.Errorf("%w: %s: operation id %q: want 1 to 256 bytes", ErrInvalidOptions, op.name, opID)
+		return nil, callError(op.name, fmt.Errorf("%w: operation id %q: want 1 to 256 bytes", ErrInvalidOptions, opID))
 	}
 	op.onceID, op.keep = opID, f.onceWindow
-	return first(f.write(ctx, op, []string{item}))
+	return f.write(ctx, op, items)
 }
 
 // write applies op to items and returns its answer for each item. The
@@ -72,6 +73,7 @@ func (f *filter) write(ctx context.Context, op writeOp, items []string) ([]bool,
 
 func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, out []bool) error {
 	perCall := maxCallSlots / f.h.k
+	seq := make([]int, len(f.parts)) // the calls made so far to each partition
 	for lo, hi := range spans(len(items), maxRoundTripSlots/f.h.k) {
 		window := items[lo:hi]
 		var calls []scriptCall
@@ -79,14 +81,15 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 		pl := f.place(window)
 		for p, group := range pl.groups {
 			for a, b := range spans(len(group), perCall) {
-				calls = append(calls, f.call(op, p, window, pl, group[a:b]))
+				calls = append(calls, f.call(op, p, seq[p], window, pl, group[a:b]))
+				seq[p]++
 				answers = append(answers, group[a:b])
 			}
 		}
 		// A call answers '?' when its partition does not exist and it may
 		// not create it; settle decides, and the calls go again.
 		for try := 0; len(calls) > 0; try++ {
-			replies, err := runScripts(ctx, f.rdb, op.script, calls, f.repl)
+			replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
 			if err != nil {
 				return err
 			}
@@ -131,12 +134,14 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 }
 
 // call is the script call that applies op, in partition p, to the items of
-// window, placed by pl, at positions at.
-func (f *filter) call(op writeOp, p int, window []string, pl placement, at []int) scriptCall {
+// window, placed by pl, at positions at. It is the seq-th call of op to
+// partition p: a batch under one operation id makes one record per call,
+// and the same batch sent again makes the same calls.
+func (f *filter) call(op writeOp, p, seq int, window []string, pl placement, at []int) scriptCall {
 	key := f.parts[p].key
 	record, tag := randomRecordKey(key), ""
 	if op.onceID != "" {
-		record, tag = onceRecordKey(key, op.name, op.onceID), f.digest(window, at)
+		record, tag = onceRecordKey(key, op.name, seq, op.onceID), f.digest(window, at)
 	}
 	keep := strconv.FormatInt(op.keep.Milliseconds(), 10)
 	var args []any
@@ -223,9 +228,9 @@ func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
 	op := writeOp{name: "create", script: addScript, create: mayCreate, keep: opKeep}
 	calls := make([]scriptCall, len(f.parts))
 	for p := range f.parts {
-		calls[p] = f.call(op, p, nil, placement{}, nil)
+		calls[p] = f.call(op, p, 0, nil, placement{}, nil)
 	}
-	replies, err := runScripts(ctx, f.rdb, addScript, calls, f.repl)
+	replies, err := runScripts(ctx, f.rdb, addScript, f.fcall, calls, f.repl)
 	if err != nil {
 		return err
 	}
