@@ -49,6 +49,20 @@ func (c *Classic) AddManyOnce(ctx context.Context, items []string, batchID strin
 	return c.f.writeOnce(ctx, c.f.addOp(), items, batchID)
 }
 
+// TestOrAdd reports whether item may be present, and adds it, atomically,
+// only when it is definitely absent: unlike Add, an item already present
+// does not count again (like RedisBloom's CF.ADDNX). A stream consumer
+// drops the events it answers true for.
+func (c *Classic) TestOrAdd(ctx context.Context, item string) (bool, error) {
+	return first(c.f.testOrAdd(ctx, []string{item}))
+}
+
+// TestOrAddMany is TestOrAdd for each item in order, each seeing the items
+// before it: of two equal items in one batch, the second answers true.
+func (c *Classic) TestOrAddMany(ctx context.Context, items []string) ([]bool, error) {
+	return c.f.testOrAdd(ctx, items)
+}
+
 // Test reports whether item may be present. False means it is definitely
 // absent. Test never writes.
 func (c *Classic) Test(ctx context.Context, item string) (bool, error) {

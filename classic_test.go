@@ -1,6 +1,7 @@
 package rbloom
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,24 @@ func TestClassic(t *testing.T) {
 		// Bits are one per slot: the string is a quarter of a counting one.
 		if n := rdb.StrLen(ctx, c.f.parts[0].key).Val(); n != 64+(9586+7)/8 {
 			t.Errorf("STRLEN = %d, want %d", n, 64+(9586+7)/8)
+		}
+	})
+}
+
+// TestClassicTestOrAdd: TestOrAdd adds only what tests absent, so the item
+// count counts distinct items, where Add counts every add.
+func TestClassicTestOrAdd(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newClassicT(t, rdb, "distinct", Options{Capacity: 1000})
+		got := must(c.TestOrAddMany(ctx, []string{"a", "b", "a", "c", "b"}))
+		if !slices.Equal(got, []bool{false, false, true, false, true}) {
+			t.Errorf("TestOrAddMany = %v", got)
+		}
+		if seen := must(c.TestOrAdd(ctx, "a")); !seen {
+			t.Error("TestOrAdd(a) after a was added = false")
+		}
+		if in := must(c.Info(ctx)); in.Items != 3 {
+			t.Errorf("Info.Items = %d after 3 distinct items, want 3", in.Items)
 		}
 	})
 }

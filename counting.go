@@ -121,6 +121,24 @@ func (c *Counting) RemoveManyOnce(ctx context.Context, items []string, batchID s
 	return c.f.writeOnce(ctx, removeOp(), items, batchID)
 }
 
+// TestOrAdd reports whether item may be present, and adds it, atomically,
+// only when it is definitely absent: unlike Add, an item already present
+// does not count again (like RedisBloom's CF.ADDNX). A stream consumer
+// drops the events it answers true for.
+//
+// An item answered true was not added by this call, so it is not the
+// caller's to Remove later on that call's account (it may be a false
+// positive: see the package documentation).
+func (c *Counting) TestOrAdd(ctx context.Context, item string) (bool, error) {
+	return first(c.f.testOrAdd(ctx, []string{item}))
+}
+
+// TestOrAddMany is TestOrAdd for each item in order, each seeing the items
+// before it: of two equal items in one batch, the second answers true.
+func (c *Counting) TestOrAddMany(ctx context.Context, items []string) ([]bool, error) {
+	return c.f.testOrAdd(ctx, items)
+}
+
 // Test reports whether item may be present. False means it is definitely
 // absent. Test never writes.
 func (c *Counting) Test(ctx context.Context, item string) (bool, error) {

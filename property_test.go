@@ -121,6 +121,20 @@ func (cm *countingMachine) AddMany(t *rapid.T) {
 	}
 }
 
+// TestOrAddMany adds, in order, only the items the model shows absent.
+func (cm *countingMachine) TestOrAddMany(t *rapid.T) {
+	items := rapid.SliceOfN(rapid.SampledFrom(cm.universe), 1, 100).Draw(t, "items")
+	want := make([]bool, len(items))
+	for i, item := range items {
+		if want[i] = cm.present(item); !want[i] {
+			cm.modelAdd(item)
+		}
+	}
+	if got, err := cm.c.TestOrAddMany(ctx, items); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("TestOrAddMany(%q) = %v, %v; want %v", items, got, err, want)
+	}
+}
+
 func (cm *countingMachine) Remove(t *rapid.T) {
 	held := cm.heldItems()
 	if len(held) == 0 {
@@ -226,7 +240,8 @@ func (cm *countingMachine) Check(t *rapid.T) {
 func (cm *countingMachine) actions() map[string]func(*rapid.T) {
 	return map[string]func(*rapid.T){
 		"Add": cm.Add, "AddMany": cm.AddMany, "Remove": cm.Remove, "RemoveAbsent": cm.RemoveAbsent,
-		"RemoveMany": cm.RemoveMany, "Test": cm.Test, "Count": cm.Count, "": cm.Check,
+		"RemoveMany": cm.RemoveMany, "Test": cm.Test, "Count": cm.Count, "TestOrAddMany": cm.TestOrAddMany,
+		"": cm.Check,
 	}
 }
 

@@ -51,24 +51,25 @@ func TestForgedArguments(t *testing.T) {
 		for _, key := range []string{c.f.parts[0].key, keyOf(DefaultKeyPrefix, "missing")} {
 			before := dump(t, rdb)
 			for name, slots := range adds {
-				args := append([]any{c.f.parts[0].head, "0", "60000", "1", "0", ""}, slots...)
+				args := append([]any{c.f.parts[0].head, "0", "60000", "1", "0", "", "0"}, slots...)
 				err := addScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
 				if err == nil {
 					t.Errorf("add on %s with %s: no error", key, name)
 				}
 			}
 			for name, args := range map[string][]any{
-				"bad TTL":        append([]any{c.f.parts[0].head, "abc", "60000", "1", "0", ""}, ok...),
-				"negative TTL":   append([]any{c.f.parts[0].head, "-1", "60000", "1", "0", ""}, ok...),
-				"zero keep":      append([]any{c.f.parts[0].head, "0", "0", "1", "0", ""}, ok...),
-				"bad create":     append([]any{c.f.parts[0].head, "0", "60000", "2", "0", ""}, ok...),
-				"bad limit":      append([]any{c.f.parts[0].head, "0", "60000", "1", "-1", ""}, ok...),
-				"limit reached":  append([]any{c.f.parts[0].head, "0", "60000", "1", "1", ""}, append(slices.Clone(ok), ok...)...),
-				"tag with colon": append([]any{c.f.parts[0].head, "0", "60000", "1", "0", "a:b"}, ok...),
-				"long tag":       append([]any{c.f.parts[0].head, "0", "60000", "1", "0", strings.Repeat("a", 65)}, ok...),
-				"short header":   append([]any{c.f.parts[0].head[:63], "0", "60000", "1", "0", ""}, ok...),
-				"huge m":         append([]any{huge, "0", "60000", "1", "0", ""}, ok...),
-				"foreign header": append([]any{strings.Repeat("x", 64), "0", "60000", "1", "0", ""}, ok...),
+				"bad TTL":         append([]any{c.f.parts[0].head, "abc", "60000", "1", "0", "", "0"}, ok...),
+				"negative TTL":    append([]any{c.f.parts[0].head, "-1", "60000", "1", "0", "", "0"}, ok...),
+				"zero keep":       append([]any{c.f.parts[0].head, "0", "0", "1", "0", "", "0"}, ok...),
+				"bad create":      append([]any{c.f.parts[0].head, "0", "60000", "2", "0", "", "0"}, ok...),
+				"bad limit":       append([]any{c.f.parts[0].head, "0", "60000", "1", "-1", "", "0"}, ok...),
+				"limit reached":   append([]any{c.f.parts[0].head, "0", "60000", "1", "1", "", "0"}, append(slices.Clone(ok), ok...)...),
+				"bad only-absent": append([]any{c.f.parts[0].head, "0", "60000", "1", "0", "", "2"}, ok...),
+				"tag with colon":  append([]any{c.f.parts[0].head, "0", "60000", "1", "0", "a:b", "0"}, ok...),
+				"long tag":        append([]any{c.f.parts[0].head, "0", "60000", "1", "0", strings.Repeat("a", 65), "0"}, ok...),
+				"short header":    append([]any{c.f.parts[0].head[:63], "0", "60000", "1", "0", "", "0"}, ok...),
+				"huge m":          append([]any{huge, "0", "60000", "1", "0", "", "0"}, ok...),
+				"foreign header":  append([]any{strings.Repeat("x", 64), "0", "60000", "1", "0", "", "0"}, ok...),
 			} {
 				err := addScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
 				if err == nil {

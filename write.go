@@ -23,6 +23,7 @@ type writeOp struct {
 	create bool          // add.lua may create a missing partition
 	keep   time.Duration // how long each call's record stays in Redis
 	onceID string        // the caller's operation id; "" for a random record per call
+	absent bool          // add.lua adds only the items that test absent
 }
 
 // addOp is an add; a filter of one key may be created by any add, the
@@ -37,6 +38,13 @@ func removeOp() writeOp {
 
 func (f *filter) add(ctx context.Context, items []string) ([]bool, error) {
 	return f.write(ctx, f.addOp(), items)
+}
+
+// testOrAdd adds the items that test absent, each seeing the ones before.
+func (f *filter) testOrAdd(ctx context.Context, items []string) ([]bool, error) {
+	op := f.addOp()
+	op.absent = true
+	return f.write(ctx, op, items)
 }
 
 func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
@@ -89,7 +97,7 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 		// A call answers '?' when its partition does not exist and it may
 		// not create it; settle decides, and the calls go again.
 		for try := 0; len(calls) > 0; try++ {
-			replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
+			replies, err := runScripts(ctx, f.rdb, op.script, calls, f.repl)
 			if err != nil {
 				return err
 			}
@@ -150,8 +158,12 @@ func (f *filter) call(op writeOp, p, seq int, window []string, pl placement, at 
 		if op.create {
 			create = "1"
 		}
-		args = make([]any, 0, 6+len(at)*f.h.k)
-		args = append(args, f.parts[p].head, f.ttlMS, keep, create, f.partLimit, tag)
+		onlyAbsent := "0"
+		if op.absent {
+			onlyAbsent = "1"
+		}
+		args = make([]any, 0, 7+len(at)*f.h.k)
+		args = append(args, f.parts[p].head, f.ttlMS, keep, create, f.partLimit, tag, onlyAbsent)
 	} else {
 		args = make([]any, 0, 3+len(at)*f.h.k)
 		args = append(args, f.parts[p].head, keep, tag)
@@ -230,7 +242,7 @@ func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
 	for p := range f.parts {
 		calls[p] = f.call(op, p, 0, nil, placement{}, nil)
 	}
-	replies, err := runScripts(ctx, f.rdb, addScript, f.fcall, calls, f.repl)
+	replies, err := runScripts(ctx, f.rdb, addScript, calls, f.repl)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,9 @@
 --           no bound: a call that would pass it adds nothing
 -- ARGV[6]   the record's tag: what an operation id was used for (see
 --           replay in filter.lua); empty for a call's own random record
--- ARGV[7..] the bit offsets of each item's k slots, in decimal, item after
+-- ARGV[7]   '1' to add only the items that test absent (each seeing the
+--           slots the ones before it in this call set), '0' to add all
+-- ARGV[8..] the bit offsets of each item's k slots, in decimal, item after
 --           item: a counter (u4) is incremented, saturating at 15, a bit
 --           (u1) is set. None creates the partition and adds nothing.
 -- Returns   one character per item: '1' if all its slots were non-zero
@@ -28,8 +30,8 @@
 --           KEYS[1] does not exist and ARGV[4] is '0': nothing written.
 
 local key, record, copyKey = KEYS[1], KEYS[2], KEYS[3]
-local tag = ARGV[6]
-local FIRST_OFFSET = 7
+local tag, onlyAbsent = ARGV[6], ARGV[7]
+local FIRST_OFFSET = 8
 
 local done, err = replay(record, tag)
 if err then return err end
@@ -45,6 +47,7 @@ if not ttl or not keep or not limit then
 end
 local create = ARGV[4]
 if create ~= '0' and create ~= '1' then return reject('ARGS', 'ARGV[4] is not 0 or 1') end
+if onlyAbsent ~= '0' and onlyAbsent ~= '1' then return reject('ARGS', 'ARGV[7] is not 0 or 1') end
 local exists, head
 exists, head, err = open(key, f)
 if err then return err end
@@ -64,7 +67,50 @@ if not exists then
   if bad then return reject('ARGS', 'ARGV[' .. bad .. '] is not a decimal offset') end
 end
 if exists and n == 0 then return '' end -- nothing to add, nothing to record
-if limit > 0 and n > 0 and (exists and itemsOf(head) or 0) + n > limit then
+
+-- absent reads every slot of the items and returns the answers, the
+-- BITFIELD arguments that add those that test absent, and how many those
+-- are. Each item sees the slots the ones before it set, as in a run of
+-- single adds. It only reads: a missing key reads as zeros.
+local function absent()
+  local offsets = {unpack(ARGV, FIRST_OFFSET)}
+  local typ = (f.width == 4) and 'u4' or 'u1'
+  local get = {}
+  for t = 1, #offsets do
+    get[#get + 1] = 'GET'
+    get[#get + 1] = typ
+    get[#get + 1] = offsets[t]
+  end
+  local v = (#offsets > 0) and redis.call('BITFIELD_RO', key, unpack(get)) or {}
+  local now = {} -- offset -> slot after the items before in this call
+  local args = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', ITEMS_BIT, 0}
+  local out, added, k = {}, 0, f.k
+  for i = 1, n do
+    local first, last = (i - 1) * k + 1, i * k
+    local present = true
+    for t = first, last do
+      if (now[offsets[t]] or v[t]) == 0 then present = false break end
+    end
+    out[i] = present and '1' or '0'
+    if not present then
+      added = added + 1
+      for t = first, last do
+        local o = offsets[t]
+        now[o] = (now[o] or v[t]) + 1
+        args[#args + 1] = op
+        args[#args + 1] = typ
+        args[#args + 1] = o
+        args[#args + 1] = 1
+      end
+    end
+  end
+  args[BF_ITEMS] = added
+  return out, args, added
+end
+
+local out, adds = nil, n
+if onlyAbsent == '1' then out, bitfield, adds = absent() end
+if limit > 0 and adds > 0 and (exists and itemsOf(head) or 0) + adds > limit then
   return reject('FULL', key .. ' would hold more than ' .. limit .. ' items')
 end
 
@@ -74,7 +120,7 @@ if not exists then
   redis.call('SETRANGE', key, f.size - 1, '\0')
 end
 -- The first reply is the item count kept in the header.
-bitfield[BF_ITEMS] = n
+bitfield[BF_ITEMS] = adds
 local r = redis.call('BITFIELD', key, unpack(bitfield))
 if copy then redis.call('BITFIELD', copy, unpack(bitfield)) end
 if not exists then
@@ -85,14 +131,17 @@ if not exists then
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
 
-local out, j, k = {}, FIRST_SLOT_REPLY, f.k
-for i = 1, n do
-  local seen = '1'
-  for t = j, j + k - 1 do
-    if r[t] == zero then seen = '0' end
+if not out then -- all were added: an item was there if none of its slots was zero
+  local j, k = FIRST_SLOT_REPLY, f.k
+  out = {}
+  for i = 1, n do
+    local seen = '1'
+    for t = j, j + k - 1 do
+      if r[t] == zero then seen = '0' end
+    end
+    out[i] = seen
+    j = j + k
   end
-  out[i] = seen
-  j = j + k
 end
 local res = table.concat(out)
 if not exists then res = '+' .. res end
