@@ -94,6 +94,23 @@ func naiveBatch(ctx context.Context, rdb *redis.Client, p plain, items []string,
 	})
 }
 
+// relayEach adds each item with its own relay.lua call and round trip: the
+// least a script can do for a single add, the bound of Counting.Add.
+func relayEach(ctx context.Context, rdb *redis.Client, p plain, items []string) error {
+	keys := []string{p.key}
+	for _, item := range items {
+		offsets := p.offsets(make([]uint64, 0, p.k), item)
+		args := make([]any, len(offsets))
+		for i := range offsets {
+			args[i] = &offsets[i]
+		}
+		if err := relayScript.Run(ctx, rdb, keys, args...).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // relay adds the items through relay.lua, relaySlots slots per call, the
 // calls of batch items in one pipeline: the library's batching and
 // arguments, with a script that does nothing but call BITFIELD.

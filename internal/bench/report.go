@@ -48,6 +48,10 @@ func (b *bench) report(out io.Writer, rows []*row, mem memoryUse, points []point
 	if x, ok := byID["10"].ratio(); ok {
 		fmt.Fprintf(&w, "10. Counting.Add from %d goroutines vs 1 (row 10 / row 9c): %s\n", c.Goroutines, times(x))
 	}
+	if bound, add := byID["9f"], byID["9c"]; bound != nil && add != nil && bound.n > 0 && add.n > 0 {
+		fmt.Fprintf(&w, "10b. Counting.Add vs a script that only calls one BITFIELD (row 9c / row 9f): throughput %s (target at least 0.8x), server µs per call %s (target at most 1.5x)\n",
+			times(add.rate()/bound.rate()), times(add.serverPerItem()/bound.serverPerItem()))
+	}
 	if x, ok := ratioOf(byID["8a"], byID["1"]); ok {
 		verdict := "met"
 		if x < 100 {

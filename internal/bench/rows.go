@@ -75,6 +75,7 @@ func (b *bench) rows() []*row {
 	classicItems := b.source("classic", c.N)
 	singlePlain := b.source("single-plain", c.SingleItems)
 	singleLib := b.source("single", c.SingleItems)
+	singleBound := b.source("single-bound", c.SingleItems)
 	concurrent := b.source("concurrent", c.SingleItems)
 	firstHalf := func(items func(int) []string) func(int) []string {
 		return func(round int) []string {
@@ -176,7 +177,12 @@ func (b *bench) rows() []*row {
 					return allTrue("TestMany", part)(b.classic.TestMany(ctx, part))
 				})
 			}},
-		plainIncr, plainGet, add,
+		plainIncr, plainGet,
+		{id: "9f", name: "bound: script that only calls one BITFIELD, 1 item per round trip", vs: plainIncr, items: singleBound,
+			do: func(ctx context.Context, items []string) error {
+				return relayEach(ctx, b.rdb, b.relay, items)
+			}},
+		add,
 		{id: "9d", name: "Counting.Test", vs: plainGet, lib: true, items: singleLib,
 			do: func(ctx context.Context, items []string) error {
 				return b.lat.test.each(items, func(item string) error {
