@@ -121,8 +121,11 @@ if not exists then
 end
 -- The first reply is the item count kept in the header.
 bitfield[BF_ITEMS] = adds
-local r = redis.call('BITFIELD', key, unpack(bitfield))
-if copy then redis.call('BITFIELD', copy, unpack(bitfield)) end
+local r
+if adds > 0 then -- else nothing changes (the count of a new partition is 0)
+  r = redis.call('BITFIELD', key, unpack(bitfield))
+  if copy then redis.call('BITFIELD', copy, unpack(bitfield)) end
+end
 if not exists then
   -- The item count (8 bytes from ITEMS_BYTE) is what BITFIELD has just
   -- set: write the header around it.
