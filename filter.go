@@ -62,6 +62,7 @@ type filter struct {
 	partLimit  string        // the most items add.lua lets a partition hold, "0" for no bound
 	onceWindow time.Duration // how long AddOnce and RemoveOnce remember an id
 	repl       replication   // replicas every write waits for
+	fcall      bool          // writes call the Redis functions (Options.UseFunctions)
 	mustExist  bool          // a missing filter is an error, not empty
 }
 
@@ -93,7 +94,8 @@ func (o Options) handle(rdb redis.UniversalClient, name string, h header) (*filt
 	}
 	h.index, h.items = 0, 0
 	f := &filter{rdb: rdb, name: name, h: h, ttl: o.TTL, ttlMS: strconv.FormatInt(o.TTL.Milliseconds(), 10),
-		partLimit: "0", onceWindow: cmp.Or(o.OnceWindow, DefaultOnceWindow), mustExist: o.MustExist}
+		partLimit: "0", onceWindow: cmp.Or(o.OnceWindow, DefaultOnceWindow), mustExist: o.MustExist,
+		fcall: o.UseFunctions}
 	for i, key := range partitionKeys(cmp.Or(o.KeyPrefix, DefaultKeyPrefix), name, int(h.partitions)) {
 		f.parts = append(f.parts, part{key: key, head: h.withIndex(i).encode()})
 	}

@@ -102,6 +102,19 @@ type Options struct {
 	// its first write creates it; later writes do not extend it. Redis keeps
 	// TTLs in milliseconds. Default 0: no expiry.
 	TTL time.Duration
+
+	// UseFunctions makes writes call rbloom's Redis functions with FCALL
+	// instead of sending its scripts with EVALSHA and EVAL. An admin installs
+	// the functions first, once per version of rbloom and per server (every
+	// master of a cluster), with InstallFunctions or `rbloom functions
+	// install`; Redis 7.0 or later. The application's Redis user then needs
+	// +fcall and neither +evalsha nor +eval, so it cannot run Lua of its
+	// own, and no write depends on the script cache, which a restart or a
+	// failover empties: functions are saved and replicated with the data. A
+	// write where the functions are missing fails with ErrNoFunctions and
+	// changes nothing; it never falls back to EVAL. Reads are the same
+	// either way. Default false: scripts.
+	UseFunctions bool
 }
 
 // checkHandle validates the fields of o that belong to one handle.

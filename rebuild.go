@@ -62,7 +62,7 @@ func (f *filter) rebuildStep(ctx context.Context, action string) error {
 	for p, part := range f.parts {
 		calls[p] = scriptCall{keys: []string{part.key, copyKey(part.key)}, args: []any{part.head, action}}
 	}
-	if _, err := runScripts(ctx, f.rdb, rebuildScript, calls, replication{}); err != nil {
+	if _, err := runScripts(ctx, f.rdb, rebuildScript, f.fcall, calls, replication{}); err != nil {
 		return fmt.Errorf("%s: %w", action, err)
 	}
 	return nil

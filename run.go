@@ -18,9 +18,12 @@ type scriptCall struct {
 // replies in order. Inside a pipeline go-redis does not fall back from
 // EVALSHA to EVAL, so calls answered NOSCRIPT (the script cache is empty
 // after a restart, a failover or SCRIPT FLUSH; such a call did nothing) are
-// sent again with EVAL, which also loads the script. Calls a cluster refused
-// while it moves their slot are sent again too (see unapplied).
-func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, calls []scriptCall, repl replication) ([]string, error) {
+// sent again with EVAL, which also loads the script. With fcall
+// (Options.UseFunctions), each call is an FCALL of the script's function
+// instead, never an EVAL: a missing function is ErrNoFunctions (see
+// functions.go). Calls a cluster refused while it moves their slot are sent
+// again too (see unapplied).
+func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, fcall bool, calls []scriptCall, repl replication) ([]string, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pending := make([]int, len(calls)) // the calls still to send
 	for i := range pending {
@@ -30,9 +33,12 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Sc
 	for first := true; len(pending) > 0; first = false {
 		pipe := rdb.Pipeline()
 		for _, i := range pending {
-			if first || !redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			switch {
+			case fcall:
+				cmds[i] = pipe.FCall(ctx, library.function(script), calls[i].keys, calls[i].args...)
+			case first || !redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT"):
 				cmds[i] = script.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
-			} else {
+			default:
 				cmds[i] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
 			}
 		}
@@ -66,6 +72,9 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Sc
 	for i, cmd := range cmds {
 		s, err := cmd.Text()
 		if err != nil {
+			if fcall {
+				err = functionError(script, err)
+			}
 			return nil, err
 		}
 		out[i] = s

@@ -59,7 +59,13 @@ func aclSetUser(commands []string) []any {
 // creation of partitions, AddOnce and RemoveOnce, Info, a Rebuild and an
 // aborted one, Open and Drop.
 func exerciseAll(ctx context.Context, rdb redis.UniversalClient, name string) error {
-	c, err := NewCounting(rdb, name, Options{Capacity: 10_000, Partitions: 3, TTL: time.Hour})
+	return exerciseWith(ctx, rdb, name, false)
+}
+
+// exerciseWith is exerciseAll, its writes made with Options.UseFunctions
+// set to useFunctions.
+func exerciseWith(ctx context.Context, rdb redis.UniversalClient, name string, useFunctions bool) error {
+	c, err := NewCounting(rdb, name, Options{Capacity: 10_000, Partitions: 3, TTL: time.Hour, UseFunctions: useFunctions})
 	if err != nil {
 		return err
 	}
@@ -108,7 +114,7 @@ func exerciseAll(ctx context.Context, rdb redis.UniversalClient, name string) er
 	if err != nil {
 		return fmt.Errorf("Info: %w", err)
 	}
-	bits, err := NewClassic(rdb, name+"-bits", Options{Capacity: 100})
+	bits, err := NewClassic(rdb, name+"-bits", Options{Capacity: 100, UseFunctions: useFunctions})
 	if err != nil {
 		return err
 	}
@@ -122,7 +128,7 @@ func exerciseAll(ctx context.Context, rdb redis.UniversalClient, name string) er
 	if !in.Exists || len(in.Partitions) != 3 || in.Items != 299 || in.TTL <= 0 || in.Bytes <= 3*c.f.h.size() {
 		return fmt.Errorf("Info = %+v: want 3 partitions, 299 items, a TTL, and more bytes than the strings' %d (MEMORY USAGE)", in, 3*c.f.h.size())
 	}
-	b, err := NewClassic(rdb, name+"-classic", Options{Capacity: 1000, Partitions: 3})
+	b, err := NewClassic(rdb, name+"-classic", Options{Capacity: 1000, Partitions: 3, UseFunctions: useFunctions})
 	if err != nil {
 		return err
 	}

@@ -97,7 +97,7 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 		// A call answers '?' when its partition does not exist and it may
 		// not create it; settle decides, and the calls go again.
 		for try := 0; len(calls) > 0; try++ {
-			replies, err := runScripts(ctx, f.rdb, op.script, calls, f.repl)
+			replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
 			if err != nil {
 				return err
 			}
@@ -242,7 +242,7 @@ func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
 	for p := range f.parts {
 		calls[p] = f.call(op, p, 0, nil, placement{}, nil)
 	}
-	replies, err := runScripts(ctx, f.rdb, addScript, calls, f.repl)
+	replies, err := runScripts(ctx, f.rdb, addScript, f.fcall, calls, f.repl)
 	if err != nil {
 		return err
 	}

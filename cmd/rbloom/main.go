@@ -25,6 +25,12 @@
 //	rebuild NAME [FILE]   refill the filter from every item it should hold,
 //	                      while it keeps serving
 //
+//	functions install     load this version's Redis function library (Redis 7,
+//	                      FUNCTION LOAD), on every master with --cluster, for
+//	                      applications with Options.UseFunctions
+//	functions status      per server: ADDR, loaded or missing, the library, the
+//	                      other rbloom libraries there; exit 1 if one is missing
+//
 //	demo [-n N] [-p P]    fill, delete and measure a counting and a classic filter
 //	bench [-quick] ...    measure throughput against plain BITFIELD (BENCHMARKS.md)
 //	help [COMMAND]        this text, or a command's flags
@@ -63,8 +69,8 @@
 // as command lines are visible to other users of the machine.
 //
 // Exit status: 0 on success (for test: every item may be present), 1 when
-// test finds an item definitely absent, 2 on error, with one line on stderr
-// starting with "rbloom: ".
+// test finds an item definitely absent or functions status a server without
+// the library, 2 on error, with one line on stderr starting with "rbloom: ".
 package main
 
 import (
@@ -112,6 +118,13 @@ Bulk, one item per line of FILE or stdin; a progress bar on a terminal:
   rebuild NAME [FILE]   refill the filter from all the items it should hold,
                         while it keeps serving: clears ghosts and stuck counters
 
+Redis functions (Redis 7), for applications with Options.UseFunctions:
+  functions install     load this version's library (FUNCTION LOAD), on every
+                        master with --cluster; needs an admin user
+  functions status      per server: ADDR, loaded or missing, the library, the
+                        other rbloom libraries there ("-": none), tab-separated;
+                        exit 1 if it is missing on one
+
   demo [-n N] [-p P]    fill, delete and measure a counting and a classic filter
   bench [-quick] ...    measure throughput against plain BITFIELD (BENCHMARKS.md)
   help [COMMAND]        this text, or a command's flags
@@ -134,7 +147,8 @@ the URL's host. Prefer REDIS_URL to -u for a URL with a password: command
 lines are visible to other users of the machine.
 
 Exit status: 0 success (test: every item may be present), 1 test found an
-item definitely absent, 2 error (one line on stderr, starting "rbloom: ").
+item definitely absent (functions status: a server without the library),
+2 error (one line on stderr, starting "rbloom: ").
 `
 
 func main() {
@@ -232,6 +246,7 @@ var commands = []command{
 	{"load", "NAME [FILE]", 1, 2, setupLoad},
 	{"unload", "NAME [FILE]", 1, 2, setupUnload},
 	{"rebuild", "NAME [FILE]", 1, 2, setupRebuild},
+	{"functions", "install|status", 1, 1, setupFunctions},
 }
 
 func lookup(name string) *command {
