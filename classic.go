@@ -2,8 +2,6 @@ package rbloom
 
 import (
 	"context"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Classic is a classic Bloom filter in Redis: one bit per slot, no Remove.
@@ -15,7 +13,7 @@ var _ Filter = (*Classic)(nil)
 
 // NewClassic returns the classic filter called name, sized by o, in the
 // Redis that rdb reaches. Like NewCounting, it does not contact Redis.
-func NewClassic(rdb redis.UniversalClient, name string, o Options) (*Classic, error) {
+func NewClassic(rdb Client, name string, o Options) (*Classic, error) {
 	f, err := newFilter(rdb, name, ModeClassic, o)
 	if err != nil {
 		return nil, err

@@ -27,8 +27,6 @@ package rbloom
 
 import (
 	"context"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Counting is a counting Bloom filter in Redis: 4-bit counters that support
@@ -45,7 +43,7 @@ var _ Filter = (*Counting)(nil)
 // characters, nor end in "/" and a number: the filter's keys are
 // "rbloom:{name}" and, with several partitions, "rbloom:{name/j}" (see
 // partition.go).
-func NewCounting(rdb redis.UniversalClient, name string, o Options) (*Counting, error) {
+func NewCounting(rdb Client, name string, o Options) (*Counting, error) {
 	f, err := newFilter(rdb, name, ModeCounting, o)
 	if err != nil {
 		return nil, err

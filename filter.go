@@ -51,9 +51,17 @@ const (
 	opKeep = time.Minute
 )
 
+// Client is what a filter needs of a Redis client: pipelines, which carry
+// every command it sends. *redis.Client, *redis.ClusterClient (each
+// pipeline then goes to the nodes of its keys, in parallel) and
+// redis.UniversalClient are Clients.
+type Client interface {
+	Pipeline() redis.Pipeliner
+}
+
 // filter holds what both kinds of filter share. It is immutable.
 type filter struct {
-	rdb        redis.UniversalClient
+	rdb        Client
 	name       string
 	h          header // index 0; m is the slots of one partition
 	parts      []part
@@ -72,7 +80,7 @@ type part struct {
 	head string
 }
 
-func newFilter(rdb redis.UniversalClient, name string, mode Mode, o Options) (*filter, error) {
+func newFilter(rdb Client, name string, mode Mode, o Options) (*filter, error) {
 	h, err := o.resolve(mode)
 	if err != nil {
 		return nil, err
@@ -82,7 +90,7 @@ func newFilter(rdb redis.UniversalClient, name string, mode Mode, o Options) (*f
 
 // handle makes the handle, with o's settings, of the filter called name
 // whose partitions have header h.
-func (o Options) handle(rdb redis.UniversalClient, name string, h header) (*filter, error) {
+func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
 	}

@@ -18,7 +18,7 @@ import (
 // sizing fields must be zero (ErrInvalidOptions). It fails with
 // ErrParamsMismatch when the filter is a classic one, and otherwise as Open
 // does.
-func OpenCounting(ctx context.Context, rdb redis.UniversalClient, name string, o Options) (*Counting, error) {
+func OpenCounting(ctx context.Context, rdb Client, name string, o Options) (*Counting, error) {
 	f, err := openMode(ctx, rdb, name, o, ModeCounting)
 	if err != nil {
 		return nil, err
@@ -28,7 +28,7 @@ func OpenCounting(ctx context.Context, rdb redis.UniversalClient, name string, o
 
 // OpenClassic returns the classic filter called name as stored in Redis,
 // as OpenCounting does for a counting one.
-func OpenClassic(ctx context.Context, rdb redis.UniversalClient, name string, o Options) (*Classic, error) {
+func OpenClassic(ctx context.Context, rdb Client, name string, o Options) (*Classic, error) {
 	f, err := openMode(ctx, rdb, name, o, ModeClassic)
 	if err != nil {
 		return nil, err
@@ -45,7 +45,7 @@ func OpenClassic(ctx context.Context, rdb redis.UniversalClient, name string, o 
 // filter exist, or when a partition holds another filter's header, and
 // with ErrNotFilter when the key holds something else. Open makes one
 // round trip, two for a filter of several partitions.
-func Open(ctx context.Context, rdb redis.UniversalClient, name string) (Filter, error) {
+func Open(ctx context.Context, rdb Client, name string) (Filter, error) {
 	f, err := open(ctx, rdb, name, Options{})
 	if err != nil {
 		return nil, callError("open", err)
@@ -56,7 +56,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string) (Filter, 
 	return &Counting{f}, nil
 }
 
-func openMode(ctx context.Context, rdb redis.UniversalClient, name string, o Options, mode Mode) (*filter, error) {
+func openMode(ctx context.Context, rdb Client, name string, o Options, mode Mode) (*filter, error) {
 	if o.sized() {
 		return nil, callError("open", fmt.Errorf("%w: Capacity, ErrorRate, Slots, Hashes and Partitions come from Redis: leave them zero", ErrInvalidOptions))
 	}
@@ -70,7 +70,7 @@ func openMode(ctx context.Context, rdb redis.UniversalClient, name string, o Opt
 	return f, nil
 }
 
-func open(ctx context.Context, rdb redis.UniversalClient, name string, o Options) (*filter, error) {
+func open(ctx context.Context, rdb Client, name string, o Options) (*filter, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
 	}
@@ -117,7 +117,7 @@ func open(ctx context.Context, rdb redis.UniversalClient, name string, o Options
 // lostRoot tells, for a name whose key rbloom:{name} is missing, a filter
 // that lost that partition (ErrDamaged) from one that does not exist
 // (ErrNotFound), by the headers of its other partitions (witnessKeys).
-func lostRoot(ctx context.Context, rdb redis.UniversalClient, prefix, name string) error {
+func lostRoot(ctx context.Context, rdb Client, prefix, name string) error {
 	keys := witnessKeys(prefix, name)
 	pipe := rdb.Pipeline()
 	heads := make([]*redis.StringCmd, len(keys))

@@ -23,7 +23,7 @@ type scriptCall struct {
 // instead, never an EVAL: a missing function is ErrNoFunctions (see
 // functions.go). Calls a cluster refused while it moves their slot are sent
 // again too (see unapplied).
-func runScripts(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, fcall bool, calls []scriptCall, repl replication) ([]string, error) {
+func runScripts(ctx context.Context, rdb Client, script *redis.Script, fcall bool, calls []scriptCall, repl replication) ([]string, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	pending := make([]int, len(calls)) // the calls still to send
 	for i := range pending {
