@@ -19,18 +19,18 @@ func TestItemEdgeCases(t *testing.T) {
 	big := strings.Repeat("x", 1<<20)
 	sent := serverStat(t, rdb, "stats", "total_net_input_bytes")
 	for _, item := range []string{"", big, big[1:] + "y"} {
-		if ok := must(c.Test(ctx, item)); ok {
+		if ok := must(c.Test(ctx, item)).on(t); ok {
 			t.Fatalf("Test(%.10q...) = true before Add", item)
 		}
-		must(c.Add(ctx, item))
+		must(c.Add(ctx, item)).on(t)
 		want := 1 // the empty item too: its slots are apart (TestEmptyItemSlots)
-		if ok, n := must(c.Test(ctx, item)), must(c.Count(ctx, item)); !ok || n != want {
+		if ok, n := must(c.Test(ctx, item)).on(t), must(c.Count(ctx, item)).on(t); !ok || n != want {
 			t.Errorf("after Add(%.10q...): Test = %v, Count = %d; want true, %d", item, ok, n, want)
 		}
-		if ok := must(c.Remove(ctx, item)); !ok {
+		if ok := must(c.Remove(ctx, item)).on(t); !ok {
 			t.Errorf("Remove(%.10q...) = false after Add", item)
 		}
-		if ok := must(c.Test(ctx, item)); ok {
+		if ok := must(c.Test(ctx, item)).on(t); ok {
 			t.Errorf("Test(%.10q...) = true after Remove", item)
 		}
 	}
@@ -87,8 +87,8 @@ func TestBadNames(t *testing.T) {
 	// Names may hold anything else.
 	for _, name := range []string{"a", "with space", "ünïcödé", "a:b/c", "rbloom:x", strings.Repeat("n", 256)} {
 		c := newCounting(t, rdb, name, Options{Capacity: 10})
-		must(c.Add(ctx, "a"))
-		if f, err := Open(ctx, rdb, name); err != nil || !must(f.Test(ctx, "a")) {
+		must(c.Add(ctx, "a")).on(t)
+		if f, err := Open(ctx, rdb, name); err != nil || !must(f.Test(ctx, "a")).on(t) {
 			t.Errorf("name %q: Open = %v", name, err)
 		}
 	}
@@ -137,7 +137,7 @@ func TestDamagedHeaders(t *testing.T) {
 	items := []string{"a", "b", "c", "d"}
 	for _, cor := range corruptions {
 		c := newCounting(t, rdb, "damaged", Options{Capacity: 1000, Partitions: 1})
-		must(c.AddMany(ctx, items))
+		must(c.AddMany(ctx, items)).on(t)
 		good := []byte(rdb.Get(ctx, c.f.parts[0].key).Val())
 		rdb.Set(ctx, c.f.parts[0].key, cor.do(good), 0)
 		before := dump(t, rdb)
@@ -174,7 +174,7 @@ func TestDamagedHeaders(t *testing.T) {
 func TestReservedHeaderBytes(t *testing.T) {
 	rdb := realRedis(t)
 	c := newCounting(t, rdb, "reserved", Options{Capacity: 1000})
-	must(c.Add(ctx, "a"))
+	must(c.Add(ctx, "a")).on(t)
 	v := []byte(rdb.Get(ctx, c.f.parts[0].key).Val())
 	v[50] = 1
 	rdb.Set(ctx, c.f.parts[0].key, v, 0)
@@ -197,12 +197,12 @@ func TestEmptyItemSlots(t *testing.T) {
 		t.Errorf("the empty item's slots are %v: all the same", slots)
 	}
 	for range 3 {
-		must(c.Add(ctx, ""))
+		must(c.Add(ctx, "")).on(t)
 	}
 	for range 3 {
-		must(c.Remove(ctx, ""))
+		must(c.Remove(ctx, "")).on(t)
 	}
-	if must(c.Test(ctx, "")) {
+	if must(c.Test(ctx, "")).on(t) {
 		t.Errorf("Test(\"\") = true after 3 Adds and 3 Removes: counter %d saturated", globalSlots(c.f, "")[0])
 	}
 }
@@ -213,7 +213,7 @@ func TestReservedIdentityBytes(t *testing.T) {
 	rdb := realRedis(t)
 	for _, i := range []int{9, 10, 11} {
 		c := newCounting(t, rdb, "reserved-"+strconv.Itoa(i), Options{Capacity: 1000})
-		must(c.Add(ctx, "a"))
+		must(c.Add(ctx, "a")).on(t)
 		v := []byte(rdb.Get(ctx, c.f.parts[0].key).Val())
 		v[i] = 1
 		rdb.Set(ctx, c.f.parts[0].key, v, 0)

@@ -10,24 +10,24 @@ import (
 func TestClassic(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newClassicT(t, rdb, "bits", Options{Capacity: 1000})
-		if ok := must(c.Test(ctx, "a")); ok {
+		if ok := must(c.Test(ctx, "a")).on(t); ok {
 			t.Error("Test(a) on an empty filter = true")
 		}
-		if existed := must(c.Add(ctx, "a")); existed {
+		if existed := must(c.Add(ctx, "a")).on(t); existed {
 			t.Error("first Add(a) = true")
 		}
-		if existed := must(c.Add(ctx, "a")); !existed {
+		if existed := must(c.Add(ctx, "a")).on(t); !existed {
 			t.Error("second Add(a) = false")
 		}
-		got := must(c.AddMany(ctx, []string{"b", "c", "b"}))
+		got := must(c.AddMany(ctx, []string{"b", "c", "b"})).on(t)
 		if want := []bool{false, false, true}; !equal(got, want) {
 			t.Errorf("AddMany = %v, want %v", got, want)
 		}
-		got = must(c.TestMany(ctx, []string{"a", "b", "c", "d"}))
+		got = must(c.TestMany(ctx, []string{"a", "b", "c", "d"})).on(t)
 		if want := []bool{true, true, true, false}; !equal(got, want) {
 			t.Errorf("TestMany = %v, want %v", got, want)
 		}
-		in := must(c.Info(ctx))
+		in := must(c.Info(ctx)).on(t)
 		if in.Mode != ModeClassic || in.Items != 5 || in.Slots != 9586 {
 			t.Errorf("Info = %+v", in)
 		}
@@ -43,14 +43,14 @@ func TestClassic(t *testing.T) {
 func TestClassicTestOrAdd(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newClassicT(t, rdb, "distinct", Options{Capacity: 1000})
-		got := must(c.TestOrAddMany(ctx, []string{"a", "b", "a", "c", "b"}))
+		got := must(c.TestOrAddMany(ctx, []string{"a", "b", "a", "c", "b"})).on(t)
 		if !slices.Equal(got, []bool{false, false, true, false, true}) {
 			t.Errorf("TestOrAddMany = %v", got)
 		}
-		if seen := must(c.TestOrAdd(ctx, "a")); !seen {
+		if seen := must(c.TestOrAdd(ctx, "a")).on(t); !seen {
 			t.Error("TestOrAdd(a) after a was added = false")
 		}
-		if in := must(c.Info(ctx)); in.Items != 3 {
+		if in := must(c.Info(ctx)).on(t); in.Items != 3 {
 			t.Errorf("Info.Items = %d after 3 distinct items, want 3", in.Items)
 		}
 	})

@@ -73,7 +73,7 @@ func bitfieldCalls(t *testing.T, cl *rbloomtest.Cluster) []float64 {
 // within 20% of a third each.
 func TestClusterSpread(t *testing.T) {
 	cl, rdb := clusterClient(t)
-	c := must(NewCounting(rdb, "spread", Options{Capacity: 200_000, Partitions: 12}))
+	c := must(NewCounting(rdb, "spread", Options{Capacity: 200_000, Partitions: 12})).on(t)
 	perMaster := map[string]int{}
 	for _, o := range owners(t, cl, c.f) {
 		perMaster[o]++
@@ -101,7 +101,7 @@ func TestClusterSpread(t *testing.T) {
 		}
 	}
 	t.Logf("partitions per master %v; BITFIELD calls per master %v", perMaster, after)
-	for i, ok := range must(c.TestMany(ctx, items)) {
+	for i, ok := range must(c.TestMany(ctx, items)).on(t) {
 		if !ok {
 			t.Fatalf("false negative for %q", items[i])
 		}
@@ -164,7 +164,7 @@ func checkModel(t *testing.T, rdb redis.UniversalClient, c *Counting, writers []
 // model and no item held tests false.
 func TestClusterReshard(t *testing.T) {
 	cl, rdb := clusterClient(t)
-	c := must(NewCounting(rdb, "moving", Options{Slots: 60_000, Hashes: 4, Partitions: 6}))
+	c := must(NewCounting(rdb, "moving", Options{Slots: 60_000, Hashes: 4, Partitions: 6})).on(t)
 	if err := c.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestClusterReshard(t *testing.T) {
 // middle of batch writes: nothing fails and nothing is lost.
 func TestClusterScriptFlush(t *testing.T) {
 	cl, rdb := clusterClient(t)
-	c := must(NewCounting(rdb, "flushed", Options{Capacity: 100_000, Partitions: 6}))
+	c := must(NewCounting(rdb, "flushed", Options{Capacity: 100_000, Partitions: 6})).on(t)
 	var all []string
 	for round := range 10 {
 		items := make([]string, 2000)
@@ -239,12 +239,12 @@ func TestClusterScriptFlush(t *testing.T) {
 		}
 		all = append(all, items...)
 	}
-	for i, ok := range must(c.TestMany(ctx, all)) {
+	for i, ok := range must(c.TestMany(ctx, all)).on(t) {
 		if !ok {
 			t.Fatalf("false negative for %q", all[i])
 		}
 	}
-	if in := must(c.Info(ctx)); in.Items != int64(len(all)) {
+	if in := must(c.Info(ctx)).on(t); in.Items != int64(len(all)) {
 		t.Errorf("Info.Items = %d, want %d", in.Items, len(all))
 	}
 }
@@ -256,7 +256,7 @@ func TestLargeFilter(t *testing.T) {
 		t.Skip("allocates about 600 MB in Redis")
 	}
 	rdb := realRedis(t)
-	c := must(NewCounting(rdb, "large", Options{Slots: 1<<30 + 1<<26, Hashes: 3}))
+	c := must(NewCounting(rdb, "large", Options{Slots: 1<<30 + 1<<26, Hashes: 3})).on(t)
 	if got := len(c.f.parts); got != 9 {
 		t.Errorf("%d partitions, want 9 of at most 64 MiB", got)
 	}
@@ -267,12 +267,12 @@ func TestLargeFilter(t *testing.T) {
 	if _, err := c.AddMany(ctx, items); err != nil {
 		t.Fatal(err)
 	}
-	for i, ok := range must(c.TestMany(ctx, items)) {
+	for i, ok := range must(c.TestMany(ctx, items)).on(t) {
 		if !ok {
 			t.Fatalf("false negative for %q", items[i])
 		}
 	}
-	in := must(c.Info(ctx))
+	in := must(c.Info(ctx)).on(t)
 	if in.Slots < 1<<30 || len(in.Partitions) != 9 || in.Items != int64(len(items)) {
 		t.Errorf("Info = %d counters, %d partitions, %d items", in.Slots, len(in.Partitions), in.Items)
 	}
@@ -325,7 +325,7 @@ func TestClusterDamage(t *testing.T) {
 		if rdb.Exists(ctx, c.f.parts[p].key).Val() != 0 {
 			t.Errorf("%s: the lost partition was recreated", where)
 		}
-		if in := must(c.Info(ctx)); !in.Damaged {
+		if in := must(c.Info(ctx)).on(t); !in.Damaged {
 			t.Errorf("%s: Info.Damaged = false", where)
 		}
 	}

@@ -98,20 +98,20 @@ func TestFalsePositiveRate(t *testing.T) {
 	for i := range never {
 		never[i] = fmt.Sprint("stranger-", i)
 	}
-	counting := must(NewCounting(rdb, "fpr-counting", Options{Capacity: n, ErrorRate: p}))
-	classic := must(NewClassic(rdb, "fpr-classic", Options{Capacity: n, ErrorRate: p}))
-	partitioned := must(NewCounting(rdb, "fpr-partitioned", Options{Capacity: n, ErrorRate: p, Partitions: 7}))
+	counting := must(NewCounting(rdb, "fpr-counting", Options{Capacity: n, ErrorRate: p})).on(t)
+	classic := must(NewClassic(rdb, "fpr-classic", Options{Capacity: n, ErrorRate: p})).on(t)
+	partitioned := must(NewCounting(rdb, "fpr-partitioned", Options{Capacity: n, ErrorRate: p, Partitions: 7})).on(t)
 	for _, f := range []Filter{counting, classic, partitioned} {
 		if _, err := f.AddMany(ctx, added); err != nil {
 			t.Fatal(err)
 		}
-		for i, ok := range must(f.TestMany(ctx, added)) {
+		for i, ok := range must(f.TestMany(ctx, added)).on(t) {
 			if !ok {
 				t.Fatalf("%T: false negative for %q", f, added[i])
 			}
 		}
 		positives := 0
-		for _, ok := range must(f.TestMany(ctx, never)) {
+		for _, ok := range must(f.TestMany(ctx, never)).on(t) {
 			if ok {
 				positives++
 			}

@@ -51,7 +51,7 @@ func TestCancelledContext(t *testing.T) {
 func TestDeadlineMidBatch(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	c := must(NewCounting(rdb, "deadline", Options{Slots: 4_000_000, Hashes: 3, Partitions: 3}))
+	c := must(NewCounting(rdb, "deadline", Options{Slots: 4_000_000, Hashes: 3, Partitions: 3})).on(t)
 	items := make([]string, 300_000)
 	for i := range items {
 		items[i] = fmt.Sprint("item-", i)
@@ -79,7 +79,7 @@ func TestDeadlineMidBatch(t *testing.T) {
 		}
 		sum += v
 	}
-	in := must(c.Info(ctx))
+	in := must(c.Info(ctx)).on(t)
 	if sum != int(in.Items)*c.f.h.k {
 		t.Errorf("counters add up to %d, want k * items = %d * %d: some item was half applied", sum, c.f.h.k, in.Items)
 	}

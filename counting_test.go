@@ -56,7 +56,7 @@ func TestCountingBasics(t *testing.T) {
 				t.Fatalf("step %d: %s(%q) = %v, %v; want %v", i, s.op, s.item, got, err, s.want)
 			}
 		}
-		in := must(c.Info(ctx))
+		in := must(c.Info(ctx)).on(t)
 		if !in.Exists || in.Mode != ModeCounting || in.Items != 1 || in.Slots != 9586 || in.Hashes != 7 ||
 			in.Capacity != 1000 || in.ErrorRate != 0.01 || in.Bytes < 64+4793 {
 			t.Errorf("Info = %+v, want an existing counting filter, 1 item, m 9586, k 7, n 1000, p 0.01", in)
@@ -72,18 +72,18 @@ func TestBatches(t *testing.T) {
 		for i := range items {
 			items[i] = fmt.Sprint("item-", i%500)
 		}
-		added := must(c.AddMany(ctx, items))
+		added := must(c.AddMany(ctx, items)).on(t)
 		for i, existed := range added {
 			if want := i >= 500; existed != want {
 				t.Fatalf("AddMany[%d] (%q) = %v, want %v", i, items[i], existed, want)
 			}
 		}
-		for i, ok := range must(c.TestMany(ctx, items)) {
+		for i, ok := range must(c.TestMany(ctx, items)).on(t) {
 			if !ok {
 				t.Fatalf("TestMany[%d] (%q) = false after AddMany", i, items[i])
 			}
 		}
-		removed := must(c.RemoveMany(ctx, append(items[:600:600], "never-added")))
+		removed := must(c.RemoveMany(ctx, append(items[:600:600], "never-added"))).on(t)
 		for i, ok := range removed[:600] {
 			if !ok {
 				t.Fatalf("RemoveMany[%d] (%q) = false, want true", i, items[i])
@@ -94,13 +94,13 @@ func TestBatches(t *testing.T) {
 		}
 		// item-0..199 were added twice, item-200..499 once; item-0..99 were
 		// removed twice, item-100..499 once. item-100..199 are still held.
-		counts := must(c.f.count(ctx, items[:500]))
+		counts := must(c.f.count(ctx, items[:500])).on(t)
 		for i, n := range counts {
 			if i >= 100 && i < 200 && n < 1 {
 				t.Fatalf("Count(%q) = %d, but it is still held", items[i], n)
 			}
 		}
-		if in := must(c.Info(ctx)); in.Items != 100 {
+		if in := must(c.Info(ctx)).on(t); in.Items != 100 {
 			t.Errorf("Info.Items = %d, want 100", in.Items)
 		}
 		for _, empty := range [][]string{nil, {}} {
@@ -121,24 +121,24 @@ func TestSticky(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "sticky", Options{Slots: 1, Hashes: 1})
 		for i := range 16 {
-			must(c.Add(ctx, fmt.Sprint("x", i)))
+			must(c.Add(ctx, fmt.Sprint("x", i))).on(t)
 		}
-		if n := must(c.Count(ctx, "x0")); n != 15 {
+		if n := must(c.Count(ctx, "x0")).on(t); n != 15 {
 			t.Fatalf("Count after 16 adds = %d, want 15", n)
 		}
 		for i := range 16 {
-			if !must(c.Remove(ctx, fmt.Sprint("x", i))) {
+			if !must(c.Remove(ctx, fmt.Sprint("x", i))).on(t) {
 				t.Fatalf("Remove(x%d) = false, want true: the counter is non-zero", i)
 			}
 		}
-		if n := must(c.Count(ctx, "x0")); n != 15 {
+		if n := must(c.Count(ctx, "x0")).on(t); n != 15 {
 			t.Errorf("Count after removing all = %d, want 15 (sticky)", n)
 		}
 		// Below 15, counters go down and up exactly.
 		d := newCounting(t, rdb, "exact", Options{Slots: 1, Hashes: 1})
-		must(d.AddMany(ctx, []string{"a", "b", "c"}))
-		must(d.RemoveMany(ctx, []string{"a", "b"}))
-		if n := must(d.Count(ctx, "c")); n != 1 {
+		must(d.AddMany(ctx, []string{"a", "b", "c"})).on(t)
+		must(d.RemoveMany(ctx, []string{"a", "b"})).on(t)
+		if n := must(d.Count(ctx, "c")).on(t); n != 1 {
 			t.Errorf("Count = %d, want 1", n)
 		}
 	})
@@ -149,17 +149,17 @@ func TestSticky(t *testing.T) {
 func TestNothingCreated(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "ghost", Options{Capacity: 100})
-		if ok := must(c.Test(ctx, "a")); ok {
+		if ok := must(c.Test(ctx, "a")).on(t); ok {
 			t.Error("Test on a missing filter = true")
 		}
-		if n := must(c.Count(ctx, "a")); n != 0 {
+		if n := must(c.Count(ctx, "a")).on(t); n != 0 {
 			t.Errorf("Count on a missing filter = %d", n)
 		}
-		if ok := must(c.Remove(ctx, "a")); ok {
+		if ok := must(c.Remove(ctx, "a")).on(t); ok {
 			t.Error("Remove on a missing filter = true")
 		}
-		must(c.RemoveMany(ctx, []string{"a", "b"}))
-		in := must(c.Info(ctx))
+		must(c.RemoveMany(ctx, []string{"a", "b"})).on(t)
+		in := must(c.Info(ctx)).on(t)
 		if in.Exists || in.Items != 0 {
 			t.Errorf("Info on a missing filter = %+v", in)
 		}
@@ -173,8 +173,8 @@ func TestNothingCreated(t *testing.T) {
 // Redis may change.
 func TestRefused(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		must(newCounting(t, rdb, "small", Options{Capacity: 100}).Add(ctx, "a"))
-		must(newClassicT(t, rdb, "bits", Options{Capacity: 100}).Add(ctx, "a"))
+		must(newCounting(t, rdb, "small", Options{Capacity: 100}).Add(ctx, "a")).on(t)
+		must(newClassicT(t, rdb, "bits", Options{Capacity: 100}).Add(ctx, "a")).on(t)
 		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "plain"), "hello", 0)
 		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "empty"), "", 0)
 		rdb.HSet(ctx, keyOf(DefaultKeyPrefix, "hash"), "f", "v")
@@ -227,7 +227,7 @@ func TestCreate(t *testing.T) {
 		if err := c.Create(ctx); err != nil {
 			t.Fatal(err)
 		}
-		in := must(c.Info(ctx))
+		in := must(c.Info(ctx)).on(t)
 		if !in.Exists || in.Items != 0 || in.TTL <= 0 {
 			t.Errorf("Info after Create = %+v, want an empty filter with a TTL", in)
 		}
@@ -241,7 +241,7 @@ func TestCreate(t *testing.T) {
 		if err := other.Create(ctx); !errors.Is(err, ErrParamsMismatch) {
 			t.Errorf("Create with other parameters: %v, want ErrParamsMismatch", err)
 		}
-		if n := must(c.Count(ctx, "x")); n != 0 {
+		if n := must(c.Count(ctx, "x")).on(t); n != 0 {
 			t.Errorf("Count on a created filter = %d", n)
 		}
 	})
@@ -250,26 +250,26 @@ func TestCreate(t *testing.T) {
 func TestTTL(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "ttl", Options{Capacity: 100, TTL: time.Hour})
-		must(c.Add(ctx, "a"))
+		must(c.Add(ctx, "a")).on(t)
 		rdb.PExpire(ctx, c.f.parts[0].key, time.Minute) // later writes must not extend it
-		must(c.Add(ctx, "b"))
-		must(c.Remove(ctx, "a"))
+		must(c.Add(ctx, "b")).on(t)
+		must(c.Remove(ctx, "a")).on(t)
 		if ttl := rdb.PTTL(ctx, c.f.parts[0].key).Val(); ttl <= 0 || ttl > time.Minute {
 			t.Errorf("PTTL = %v, want at most 1m: set once, at creation", ttl)
 		}
-		if in := must(c.Info(ctx)); in.TTL <= 0 || in.TTL > time.Minute {
+		if in := must(c.Info(ctx)).on(t); in.TTL <= 0 || in.TTL > time.Minute {
 			t.Errorf("Info.TTL = %v", in.TTL)
 		}
 		// Every partition gets the TTL: they are created together.
 		e := newCounting(t, rdb, "parts", Options{Capacity: 100, Partitions: 3, TTL: time.Hour})
-		must(e.Add(ctx, "a"))
+		must(e.Add(ctx, "a")).on(t)
 		for _, p := range e.f.parts {
 			if ttl := rdb.PTTL(ctx, p.key).Val(); ttl <= 59*time.Minute {
 				t.Errorf("PTTL %s = %v, want about 1h", p.key, ttl)
 			}
 		}
 		d := newCounting(t, rdb, "forever", Options{Capacity: 100})
-		must(d.Add(ctx, "a"))
+		must(d.Add(ctx, "a")).on(t)
 		if ttl := rdb.PTTL(ctx, d.f.parts[0].key).Val(); ttl != -1 {
 			t.Errorf("PTTL without TTL = %v, want -1 (none)", ttl)
 		}
@@ -297,7 +297,7 @@ func TestScriptFlush(t *testing.T) {
 			t.Fatalf("round %d: Add after SCRIPT FLUSH: %v", round, err)
 		}
 	}
-	if n := must(c.Count(ctx, "0")); n != 3 {
+	if n := must(c.Count(ctx, "0")).on(t); n != 3 {
 		t.Errorf("Count = %d, want 3: each round added once", n)
 	}
 }
@@ -308,14 +308,14 @@ func TestOnce(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "stream", Options{Capacity: 1000, Partitions: 2})
 		for range 3 {
-			if existed := must(c.AddOnce(ctx, "order:1", "topic-0-offset-17")); existed {
+			if existed := must(c.AddOnce(ctx, "order:1", "topic-0-offset-17")).on(t); existed {
 				t.Fatal("AddOnce answered existed for the first add")
 			}
 		}
-		if n := must(c.Count(ctx, "order:1")); n != 1 {
+		if n := must(c.Count(ctx, "order:1")).on(t); n != 1 {
 			t.Fatalf("Count after 3 AddOnce with one id = %d, want 1", n)
 		}
-		must(c.AddOnce(ctx, "order:1", "topic-0-offset-18")) // another event
+		must(c.AddOnce(ctx, "order:1", "topic-0-offset-18")).on(t) // another event
 		// The delete event arrives twice, to two consumers at once.
 		var wg sync.WaitGroup
 		answers := make([]bool, 8)
@@ -323,7 +323,10 @@ func TestOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				answers[i] = must(c.RemoveOnce(ctx, "order:1", "topic-0-offset-40"))
+				var err error // t.Fatal belongs to the test's goroutine
+				if answers[i], err = c.RemoveOnce(ctx, "order:1", "topic-0-offset-40"); err != nil {
+					t.Error(err)
+				}
 			}()
 		}
 		wg.Wait()
@@ -332,7 +335,7 @@ func TestOnce(t *testing.T) {
 				t.Errorf("consumer %d: RemoveOnce = false, want the first answer (true) for everyone", i)
 			}
 		}
-		if n := must(c.Count(ctx, "order:1")); n != 1 {
+		if n := must(c.Count(ctx, "order:1")).on(t); n != 1 {
 			t.Errorf("Count after the delete delivered 8 times = %d, want 1", n)
 		}
 		if _, err := c.RemoveOnce(ctx, "order:1", ""); !errors.Is(err, ErrInvalidOptions) {
@@ -346,7 +349,7 @@ func TestOnce(t *testing.T) {
 func TestMaxItems(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "bounded", Options{Capacity: 1000, MaxItems: 3})
-		must(c.AddMany(ctx, []string{"a", "b"}))
+		must(c.AddMany(ctx, []string{"a", "b"})).on(t)
 		before := dump(t, rdb)
 		if _, err := c.AddMany(ctx, []string{"c", "d"}); !errors.Is(err, ErrFull) {
 			t.Errorf("AddMany past MaxItems: %v, want ErrFull", err)
@@ -354,19 +357,19 @@ func TestMaxItems(t *testing.T) {
 		if after := dump(t, rdb); !maps.Equal(before, after) {
 			t.Error("the refused add wrote to Redis")
 		}
-		must(c.Add(ctx, "c"))
+		must(c.Add(ctx, "c")).on(t)
 		if _, err := c.AddOnce(ctx, "d", "id-d"); !errors.Is(err, ErrFull) {
 			t.Errorf("AddOnce past MaxItems: %v, want ErrFull", err)
 		}
-		must(c.Remove(ctx, "a"))
-		must(c.AddOnce(ctx, "d", "id-d")) // the refusal recorded nothing
+		must(c.Remove(ctx, "a")).on(t)
+		must(c.AddOnce(ctx, "d", "id-d")).on(t) // the refusal recorded nothing
 		for _, item := range []string{"b", "c", "d"} {
-			if !must(c.Test(ctx, item)) {
+			if !must(c.Test(ctx, item)).on(t) {
 				t.Errorf("%q tests absent", item)
 			}
 		}
 		// Another handle without the bound is not held to it.
-		must(newCounting(t, rdb, "bounded", Options{Capacity: 1000}).Add(ctx, "e"))
+		must(newCounting(t, rdb, "bounded", Options{Capacity: 1000}).Add(ctx, "e")).on(t)
 
 		// With P partitions, each holds its share: 10 items over 2
 		// partitions, at most 5 each.
@@ -381,7 +384,7 @@ func TestMaxItems(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if in := must(p.Info(ctx)); added != 10 || in.Items != 10 {
+		if in := must(p.Info(ctx)).on(t); added != 10 || in.Items != 10 {
 			t.Errorf("40 adds with MaxItems 10 over 2 partitions: %d added, Info.Items %d; want 10", added, in.Items)
 		}
 	})

@@ -23,7 +23,7 @@ func TestVanishedPartition(t *testing.T) {
 			for i := range items {
 				items[i] = fmt.Sprint("item-", i)
 			}
-			must(c.AddMany(ctx, items))
+			must(c.AddMany(ctx, items)).on(t)
 			lost := c.f.parts[1].key
 			if how == "DEL" {
 				rdb.Del(ctx, lost)
@@ -36,7 +36,7 @@ func TestVanishedPartition(t *testing.T) {
 				}
 			}
 			var inLost []string
-			for i, ok := range must(c.TestMany(ctx, items)) {
+			for i, ok := range must(c.TestMany(ctx, items)).on(t) {
 				if !ok {
 					t.Fatalf("%s: %q tests absent after its partition vanished", how, items[i])
 				}
@@ -47,7 +47,7 @@ func TestVanishedPartition(t *testing.T) {
 			if len(inLost) == 0 {
 				t.Fatal("no item in the lost partition: the test proved nothing")
 			}
-			if n := must(c.Count(ctx, inLost[0])); n != 15 {
+			if n := must(c.Count(ctx, inLost[0])).on(t); n != 15 {
 				t.Errorf("%s: Count of an item in the lost partition = %d, want 15 (unknown)", how, n)
 			}
 			before := dump(t, rdb)
@@ -60,17 +60,17 @@ func TestVanishedPartition(t *testing.T) {
 			if after := dump(t, rdb); !maps.Equal(before, after) {
 				t.Errorf("%s: refused writes changed Redis (the lost partition recreated?)", how)
 			}
-			if in := must(c.Info(ctx)); !in.Damaged {
+			if in := must(c.Info(ctx)).on(t); !in.Damaged {
 				t.Errorf("%s: Info.Damaged = false", how)
 			}
 			// Dropping and writing again makes a whole new filter.
 			if err := c.Drop(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if existed := must(c.Add(ctx, inLost[0])); existed {
+			if existed := must(c.Add(ctx, inLost[0])).on(t); existed {
 				t.Errorf("%s: first Add after Drop = existed", how)
 			}
-			if in := must(c.Info(ctx)); in.Damaged || in.Items != 1 {
+			if in := must(c.Info(ctx)).on(t); in.Damaged || in.Items != 1 {
 				t.Errorf("%s: after Drop and Add, Info = damaged %v, %d items", how, in.Damaged, in.Items)
 			}
 		}
@@ -89,8 +89,8 @@ func TestMustExist(t *testing.T) {
 			if err := c.Create(ctx); err != nil {
 				t.Fatal(err)
 			}
-			must(c.Add(ctx, "a"))
-			if !must(c.Test(ctx, "a")) || must(c.Test(ctx, "b")) {
+			must(c.Add(ctx, "a")).on(t)
+			if !must(c.Test(ctx, "a")).on(t) || must(c.Test(ctx, "b")).on(t) {
 				t.Errorf("P=%d: Test after Create and Add(a) is wrong", parts)
 			}
 			rdb.FlushAll(ctx) // Redis lost everything
@@ -136,8 +136,8 @@ var damages = []struct {
 		rdb.Set(ctx, f.parts[p].key, rdb.Get(ctx, f.parts[(p+1)%len(f.parts)].key).Val(), redis.KeepTTL)
 	}},
 	{"another filter's partition", false, func(t *testing.T, rdb *redis.Client, f *filter, p int) {
-		other := must(NewCounting(rdb, "other", Options{Capacity: 500, Partitions: len(f.parts)}))
-		must(other.Add(ctx, "x"))
+		other := must(NewCounting(rdb, "other", Options{Capacity: 500, Partitions: len(f.parts)})).on(t)
+		must(other.Add(ctx, "x")).on(t)
 		rdb.Set(ctx, f.parts[p].key, rdb.Get(ctx, other.f.parts[p].key).Val(), redis.KeepTTL)
 		other.Drop(ctx)
 	}},
@@ -286,7 +286,7 @@ func TestEvictedPartition(t *testing.T) {
 	if after := dump(t, rdb); !maps.Equal(before, after) {
 		t.Error("refused writes changed Redis")
 	}
-	if in := must(c.Info(ctx)); !in.Damaged {
+	if in := must(c.Info(ctx)).on(t); !in.Damaged {
 		t.Error("Info.Damaged = false")
 	}
 }

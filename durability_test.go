@@ -18,7 +18,7 @@ func TestRestartKeepsAcknowledgedWrites(t *testing.T) {
 	srv := rbloomtest.StartServer(t, "--appendonly", "yes", "--appendfsync", "always")
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
-	c := must(NewCounting(rdb, "durable", Options{Capacity: 50_000, Partitions: 2}))
+	c := must(NewCounting(rdb, "durable", Options{Capacity: 50_000, Partitions: 2})).on(t)
 
 	var acked []string
 	done := make(chan struct{})
@@ -51,7 +51,7 @@ func TestRestartKeepsAcknowledgedWrites(t *testing.T) {
 		if _, err := c.Remove(ctx, "x"); err != nil {
 			t.Fatalf("Remove right after restart %d: %v", round, err)
 		}
-		for i, ok := range must(c.TestMany(ctx, acked2)) {
+		for i, ok := range must(c.TestMany(ctx, acked2)).on(t) {
 			if !ok {
 				t.Fatalf("restart %d lost the acknowledged add of %q", round, acked2[i])
 			}
@@ -59,14 +59,14 @@ func TestRestartKeepsAcknowledgedWrites(t *testing.T) {
 	}
 	<-done
 	lost := 0
-	for i, ok := range must(c.TestMany(ctx, acked)) {
+	for i, ok := range must(c.TestMany(ctx, acked)).on(t) {
 		if !ok {
 			lost++
 			t.Errorf("acknowledged add of %q lost", acked[i])
 		}
 	}
 	t.Logf("%d of 3000 concurrent adds were acknowledged across 3 restarts; %d lost", len(acked), lost)
-	if in := must(c.Info(ctx)); in.Items < int64(len(acked)+6000) {
+	if in := must(c.Info(ctx)).on(t); in.Items < int64(len(acked)+6000) {
 		t.Errorf("Info.Items = %d, want at least %d", in.Items, len(acked)+6000)
 	}
 }

@@ -102,13 +102,13 @@ func TestErrorPrefixes(t *testing.T) {
 	})
 
 	t.Run("stored state", func(t *testing.T) {
-		must(newCounting(t, rdb, "stored", Options{Capacity: 100, Partitions: 2}).Add(ctx, "a"))
-		must(newClassicT(t, rdb, "bits", Options{Capacity: 100}).Add(ctx, "a"))
+		must(newCounting(t, rdb, "stored", Options{Capacity: 100, Partitions: 2}).Add(ctx, "a")).on(t)
+		must(newClassicT(t, rdb, "bits", Options{Capacity: 100}).Add(ctx, "a")).on(t)
 		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "plain"), "hello", 0)
 		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "empty"), "", 0)
 		rdb.RPush(ctx, keyOf(DefaultKeyPrefix, "list"), "x")
 		long := newCounting(t, rdb, "long", Options{Capacity: 100})
-		must(long.Add(ctx, "a"))
+		must(long.Add(ctx, "a")).on(t)
 		rdb.Append(ctx, long.f.parts[0].key, "\x00")
 		for _, tt := range []struct {
 			name string
@@ -192,7 +192,7 @@ func TestErrorPrefixes(t *testing.T) {
 		// MaxRetries -1: go-redis would retry READONLY three times, slowly.
 		replica := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t, "--replicaof", "127.0.0.1", port), MaxRetries: -1})
 		defer replica.Close()
-		must(newCounting(t, rdb, "replicated", Options{Capacity: 100}).Add(ctx, "a"))
+		must(newCounting(t, rdb, "replicated", Options{Capacity: 100}).Add(ctx, "a")).on(t)
 		waitFor(t, "the replica to hold the filter", func() bool { return replica.Exists(ctx, keyOf(DefaultKeyPrefix, "replicated")).Val() == 1 })
 		c := newCounting(t, replica, "replicated", Options{Capacity: 100})
 		calls := allCalls(replica, c)
@@ -269,7 +269,7 @@ func TestErrorPrefixes(t *testing.T) {
 func TestScriptErrorCodes(t *testing.T) {
 	rdb := realRedis(t)
 	c := newCounting(t, rdb, "codes", Options{Slots: 100, Hashes: 2})
-	must(c.Add(ctx, "a"))
+	must(c.Add(ctx, "a")).on(t)
 	rdb.Set(ctx, keyOf(DefaultKeyPrefix, "plain"), "hello", 0)
 	rdb.RPush(ctx, keyOf(DefaultKeyPrefix, "list"), "x")
 	rdb.Set(ctx, keyOf(DefaultKeyPrefix, "long"), c.f.parts[0].head+strings.Repeat("\x00", 51), 0)
@@ -362,10 +362,10 @@ func TestScriptErrorCodes(t *testing.T) {
 // "rbloom: <op>: <kind>: <detail>".
 func TestErrorStyle(t *testing.T) {
 	rdb := realRedis(t)
-	must(newCounting(t, rdb, "stored", Options{Capacity: 100}).Add(ctx, "a"))
+	must(newCounting(t, rdb, "stored", Options{Capacity: 100}).Add(ctx, "a")).on(t)
 	rdb.RPush(ctx, keyOf(DefaultKeyPrefix, "list"), "x")
 	long := newCounting(t, rdb, "long", Options{Capacity: 100})
-	must(long.Add(ctx, "a"))
+	must(long.Add(ctx, "a")).on(t)
 	rdb.Append(ctx, long.f.parts[0].key, "\x00")
 	for _, tt := range []struct {
 		name string

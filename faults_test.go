@@ -26,7 +26,7 @@ func TestFaultyNetwork(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()}) // default retries
 	defer rdb.Close()
 	opts := Options{Slots: 40_000, Hashes: 4, Partitions: 2}
-	c := must(NewCounting(rdb, "faulty", opts))
+	c := must(NewCounting(rdb, "faulty", opts)).on(t)
 	if err := c.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestFaultyNetwork(t *testing.T) {
 	wg.Wait()
 	proxy.Random(0, 0)
 
-	check := must(NewCounting(direct, "faulty", opts))
+	check := must(NewCounting(direct, "faulty", opts)).on(t)
 	got := slotValues(t, direct, check.f)
 	low := make([]int, len(got))
 	high := make([]int, len(got))
@@ -118,7 +118,7 @@ func TestFaultyNetwork(t *testing.T) {
 			t.Errorf("counter %d = %d, want between %d (surely held) and %d (maybe held)", s, got[s], low[s], high[s])
 		}
 	}
-	for i, ok := range must(check.TestMany(ctx, held)) {
+	for i, ok := range must(check.TestMany(ctx, held)).on(t) {
 		if !ok {
 			t.Errorf("false negative: %q is surely held", held[i])
 		}

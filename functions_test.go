@@ -111,7 +111,7 @@ func TestFunctionLibrary(t *testing.T) {
 	if err := InstallFunctions(ctx, rdb); err != nil {
 		t.Fatalf("InstallFunctions a second time: %v", err)
 	}
-	libs := must(rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: name, WithCode: true}).Result())
+	libs := must(rdb.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: name, WithCode: true}).Result()).on(t)
 	if len(libs) != 1 || libs[0].Name != name || libs[0].Code != library.code {
 		t.Fatalf("FUNCTION LIST = %+v, want the library %s", libs, name)
 	}
@@ -126,8 +126,8 @@ func TestFunctionLibrary(t *testing.T) {
 		t.Errorf("the library holds %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 	}
 	// FLUSHALL deletes the data, not the functions.
-	must(0, rdb.FlushAll(ctx).Err())
-	status := must(FunctionsStatus(ctx, rdb))
+	must(0, rdb.FlushAll(ctx).Err()).on(t)
+	status := must(FunctionsStatus(ctx, rdb)).on(t)
 	if len(status) != 1 || !status[0].Loaded || !slices.Equal(status[0].Libraries, []string{name}) {
 		t.Errorf("FunctionsStatus after FLUSHALL = %+v, want %s loaded", status, name)
 	}
@@ -139,7 +139,7 @@ func TestFunctionLibrary(t *testing.T) {
 // and every answer must be the same.
 func TestFunctionsMatchScripts(t *testing.T) {
 	rdb := realRedis(t)
-	must(0, InstallFunctions(ctx, rdb))
+	must(0, InstallFunctions(ctx, rdb)).on(t)
 	run := func(name string, fcall bool) ([]int, []bool, *Info) {
 		c := newCounting(t, rdb, name, Options{Slots: 200, Hashes: 3, Partitions: 2, UseFunctions: fcall})
 		var answers []bool
@@ -148,17 +148,17 @@ func TestFunctionsMatchScripts(t *testing.T) {
 			for i := range items {
 				items[i] = fmt.Sprint("item-", (round*7+i)%45)
 			}
-			answers = append(answers, must(c.AddMany(ctx, items))...)
-			answers = append(answers, must(c.RemoveMany(ctx, items[:round%10]))...)
+			answers = append(answers, must(c.AddMany(ctx, items)).on(t)...)
+			answers = append(answers, must(c.RemoveMany(ctx, items[:round%10])).on(t)...)
 			for range 2 { // the second is a replay
-				answers = append(answers, must(c.AddOnce(ctx, items[0], fmt.Sprint("op-", round))))
+				answers = append(answers, must(c.AddOnce(ctx, items[0], fmt.Sprint("op-", round))).on(t))
 			}
 		}
 		if err := c.Rebuild(ctx, func(add func([]string) error) error { return add([]string{"item-1", "item-2"}) }); err != nil {
 			t.Fatal(err)
 		}
-		answers = append(answers, must(c.AddMany(ctx, []string{"item-1", "item-3"}))...)
-		return slotValues(t, rdb, c.f), answers, must(c.Info(ctx))
+		answers = append(answers, must(c.AddMany(ctx, []string{"item-1", "item-3"})).on(t)...)
+		return slotValues(t, rdb, c.f), answers, must(c.Info(ctx)).on(t)
 	}
 	rdb.ConfigResetStat(ctx)
 	scriptSlots, scriptAnswers, scriptInfo := run("scripts", false)
@@ -181,7 +181,7 @@ func TestFunctionsMatchScripts(t *testing.T) {
 func TestFunctionsMissing(t *testing.T) {
 	rdb := realRedis(t)
 	o := Options{UseFunctions: true}
-	must(newCounting(t, rdb, "held", Options{Capacity: 1000, Partitions: 2}).AddMany(ctx, []string{"a", "b"}))
+	must(newCounting(t, rdb, "held", Options{Capacity: 1000, Partitions: 2}).AddMany(ctx, []string{"a", "b"})).on(t)
 	held := newCounting(t, rdb, "held", Options{Capacity: 1000, Partitions: 2, UseFunctions: true})
 	refused := func(when string) {
 		t.Helper()
@@ -209,18 +209,18 @@ func TestFunctionsMissing(t *testing.T) {
 	_, err := held.Add(ctx, "x")
 	t.Logf("%v", err)
 
-	must(0, InstallFunctions(ctx, rdb))
+	must(0, InstallFunctions(ctx, rdb)).on(t)
 	for what, write := range writes(rdb, "f", o) {
 		if err := write(ctx); err != nil {
 			t.Errorf("after InstallFunctions: %s: %v", what, err)
 		}
 	}
-	must(0, rdb.FunctionFlush(ctx).Err())
+	must(0, rdb.FunctionFlush(ctx).Err()).on(t)
 	refused("after FUNCTION FLUSH")
-	must(0, InstallFunctions(ctx, rdb))
-	must(0, rdb.FunctionDelete(ctx, FunctionLibrary()).Err())
+	must(0, InstallFunctions(ctx, rdb)).on(t)
+	must(0, rdb.FunctionDelete(ctx, FunctionLibrary()).Err()).on(t)
 	refused("after FUNCTION DELETE")
-	if s := must(FunctionsStatus(ctx, rdb)); len(s) != 1 || s[0].Loaded || len(s[0].Libraries) != 0 {
+	if s := must(FunctionsStatus(ctx, rdb)).on(t); len(s) != 1 || s[0].Loaded || len(s[0].Libraries) != 0 {
 		t.Errorf("FunctionsStatus after FUNCTION DELETE = %+v, want nothing loaded", s)
 	}
 
@@ -248,7 +248,7 @@ func TestFunctionsLeastPrivilegeACL(t *testing.T) {
 	addr := rbloomtest.StartRedis(t)
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
-	must(0, InstallFunctions(ctx, admin))
+	must(0, InstallFunctions(ctx, admin)).on(t)
 	connect := func() *redis.Client {
 		return redis.NewClient(&redis.Options{Addr: addr, Username: aclUser, Password: aclPassword, MaxRetries: -1})
 	}
@@ -312,7 +312,7 @@ func TestFunctionsLeastPrivilegeACL(t *testing.T) {
 			t.Errorf("%.60q as %s: %v, want an ACL refusal", cmd, aclUser, err)
 		}
 	}
-	if s := must(FunctionsStatus(ctx, admin)); !s[0].Loaded {
+	if s := must(FunctionsStatus(ctx, admin)).on(t); !s[0].Loaded {
 		t.Errorf("the user changed the functions: %+v", s)
 	}
 	if v := admin.Get(ctx, "secret").Val(); v != "s" {
@@ -337,15 +337,15 @@ func TestFunctionsSurviveRestart(t *testing.T) {
 			srv := rbloomtest.StartServer(t, tc.args...)
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 			defer rdb.Close()
-			must(0, InstallFunctions(ctx, rdb))
+			must(0, InstallFunctions(ctx, rdb)).on(t)
 			c := newCounting(t, rdb, "durable", Options{Capacity: 1000, Partitions: 2, UseFunctions: true})
-			must(c.AddMany(ctx, []string{"a", "b", "c"}))
-			must(0, rdb.ScriptLoad(ctx, luaConstants+filterLua+addLua).Err())
+			must(c.AddMany(ctx, []string{"a", "b", "c"})).on(t)
+			must(0, rdb.ScriptLoad(ctx, luaConstants+filterLua+addLua).Err()).on(t)
 			if tc.save {
-				must(0, rdb.Save(ctx).Err())
+				must(0, rdb.Save(ctx).Err()).on(t)
 			}
 			srv.Restart()
-			if cached := must(rdb.ScriptExists(ctx, addScript.Hash()).Result()); cached[0] {
+			if cached := must(rdb.ScriptExists(ctx, addScript.Hash()).Result()).on(t); cached[0] {
 				t.Error("the script cache survived the restart: this test shows nothing")
 			}
 			rdb.ConfigResetStat(ctx)
@@ -355,13 +355,13 @@ func TestFunctionsSurviveRestart(t *testing.T) {
 			if ok, err := c.Remove(ctx, "a"); err != nil || !ok {
 				t.Fatalf("Remove right after the restart: %v, %v", ok, err)
 			}
-			if got := must(c.TestMany(ctx, []string{"b", "c", "d", "e"})); slices.Contains(got, false) {
+			if got := must(c.TestMany(ctx, []string{"b", "c", "d", "e"})).on(t); slices.Contains(got, false) {
 				t.Errorf("TestMany after the restart = %v", got)
 			}
 			if fcalls := noEval(t, "after the restart", rdb.Info(ctx, "commandstats").Val()); fcalls == 0 {
 				t.Error("no FCALL after the restart")
 			}
-			if s := must(FunctionsStatus(ctx, rdb)); !s[0].Loaded {
+			if s := must(FunctionsStatus(ctx, rdb)).on(t); !s[0].Loaded {
 				t.Errorf("FunctionsStatus after the restart = %+v", s)
 			}
 		})
@@ -384,17 +384,17 @@ func TestFunctionsReplicated(t *testing.T) {
 		}
 	}
 	// Installed after the replica synced: it comes by the replication stream.
-	must(0, InstallFunctions(ctx, rdb))
-	must(0, rdb.ScriptLoad(ctx, luaConstants+filterLua+addLua).Err())
-	must(newCounting(t, rdb, "f", Options{Capacity: 1000, UseFunctions: true, WaitReplicas: 1}).AddMany(ctx, []string{"a", "b"}))
-	if s := must(FunctionsStatus(ctx, rep)); !s[0].Loaded {
+	must(0, InstallFunctions(ctx, rdb)).on(t)
+	must(0, rdb.ScriptLoad(ctx, luaConstants+filterLua+addLua).Err()).on(t)
+	must(newCounting(t, rdb, "f", Options{Capacity: 1000, UseFunctions: true, WaitReplicas: 1}).AddMany(ctx, []string{"a", "b"})).on(t)
+	if s := must(FunctionsStatus(ctx, rep)).on(t); !s[0].Loaded {
 		t.Fatalf("FunctionsStatus on the replica = %+v, want the library loaded", s)
 	}
-	if cached := must(rep.ScriptExists(ctx, addScript.Hash()).Result()); cached[0] {
+	if cached := must(rep.ScriptExists(ctx, addScript.Hash()).Result()).on(t); cached[0] {
 		t.Error("SCRIPT LOAD reached the replica: the README says otherwise")
 	}
 	// Failover: the replica becomes a master.
-	must(0, rep.ReplicaOf(ctx, "NO", "ONE").Err())
+	must(0, rep.ReplicaOf(ctx, "NO", "ONE").Err()).on(t)
 	master.Stop()
 	c := newCounting(t, rep, "f", Options{Capacity: 1000, UseFunctions: true})
 	if got, err := c.AddMany(ctx, []string{"a", "c"}); err != nil || !slices.Equal(got, []bool{true, false}) {
@@ -411,12 +411,12 @@ func TestFunctionsCluster(t *testing.T) {
 	cl := rbloomtest.StartCluster(t, 3)
 	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 	defer admin.Close()
-	before := must(FunctionsStatus(ctx, admin))
+	before := must(FunctionsStatus(ctx, admin)).on(t)
 	if len(before) != 3 || slices.ContainsFunc(before, func(s FunctionStatus) bool { return s.Loaded }) {
 		t.Fatalf("FunctionsStatus before the install = %+v, want 3 masters without the library", before)
 	}
-	must(0, InstallFunctions(ctx, admin))
-	status := must(FunctionsStatus(ctx, admin))
+	must(0, InstallFunctions(ctx, admin)).on(t)
+	status := must(FunctionsStatus(ctx, admin)).on(t)
 	var addrs []string
 	for _, s := range status {
 		if !s.Loaded {
@@ -428,16 +428,16 @@ func TestFunctionsCluster(t *testing.T) {
 		t.Errorf("FunctionsStatus covers %v, want every master %v", addrs, want)
 	}
 
-	must(cl.DoAll(ctx, aclSetUser(append(slices.Clone(aclFunctionCommands), "+cluster|slots"))...))
-	must(cl.DoAll(ctx, "CONFIG", "RESETSTAT"))
+	must(cl.DoAll(ctx, aclSetUser(append(slices.Clone(aclFunctionCommands), "+cluster|slots"))...)).on(t)
+	must(cl.DoAll(ctx, "CONFIG", "RESETSTAT")).on(t)
 	app := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Username: aclUser, Password: aclPassword})
 	defer app.Close()
 	if err := exerciseWith(ctx, app, "fn-cluster", true); err != nil {
 		t.Fatalf("the whole API through a ClusterClient with UseFunctions: %v", err)
 	}
 	// The 3 partitions spread over the masters: each ran FCALLs.
-	for i, cmd := range must(cl.DoAll(ctx, "INFO", "commandstats")) {
-		if n := noEval(t, cl.Addrs()[i], must(cmd.Text())); n == 0 {
+	for i, cmd := range must(cl.DoAll(ctx, "INFO", "commandstats")).on(t) {
+		if n := noEval(t, cl.Addrs()[i], must(cmd.Text()).on(t)); n == 0 {
 			t.Errorf("%s: no FCALL", cl.Addrs()[i])
 		} else {
 			t.Logf("%s: %d FCALL", cl.Addrs()[i], n)
@@ -446,20 +446,20 @@ func TestFunctionsCluster(t *testing.T) {
 
 	// One master loses the functions: the writes it would run fail, and
 	// FunctionsStatus says where.
-	lost := must(cl.SlotOwner(ctx, 0))
+	lost := must(cl.SlotOwner(ctx, 0)).on(t)
 	one := redis.NewClient(&redis.Options{Addr: lost})
 	defer one.Close()
-	must(0, one.FunctionFlush(ctx).Err())
+	must(0, one.FunctionFlush(ctx).Err()).on(t)
 	c := newCounting(t, admin, "spread", Options{Capacity: 10_000, Partitions: 16, UseFunctions: true})
 	if _, err := c.AddMany(ctx, []string{"a", "b", "c", "d", "e", "f", "g", "h"}); !errors.Is(err, ErrNoFunctions) {
 		t.Errorf("AddMany with the functions missing on %s: %v, want ErrNoFunctions", lost, err)
 	}
-	for _, s := range must(FunctionsStatus(ctx, admin)) {
+	for _, s := range must(FunctionsStatus(ctx, admin)).on(t) {
 		if s.Loaded == (s.Addr == lost) {
 			t.Errorf("FunctionsStatus: %s loaded %v, after FUNCTION FLUSH on %s", s.Addr, s.Loaded, lost)
 		}
 	}
-	must(0, InstallFunctions(ctx, admin))
+	must(0, InstallFunctions(ctx, admin)).on(t)
 	if _, err := c.AddMany(ctx, []string{"a", "b"}); err != nil {
 		t.Errorf("AddMany after installing again: %v", err)
 	}
@@ -477,9 +477,9 @@ func TestFunctionVersionsCoexist(t *testing.T) {
 	if otherCode == librarySource(other) {
 		t.Fatal("could not make the other version's add differ")
 	}
-	must(0, rdb.FunctionLoad(ctx, otherCode).Err())
-	must(0, InstallFunctions(ctx, rdb))
-	s := must(FunctionsStatus(ctx, rdb))
+	must(0, rdb.FunctionLoad(ctx, otherCode).Err()).on(t)
+	must(0, InstallFunctions(ctx, rdb)).on(t)
+	s := must(FunctionsStatus(ctx, rdb)).on(t)
 	if len(s) != 1 || !s[0].Loaded || !slices.Equal(s[0].Libraries, []string{other, FunctionLibrary()}) {
 		t.Errorf("FunctionsStatus = %+v, want this version loaded next to %s", s, other)
 	}
@@ -501,9 +501,9 @@ func TestFunctionVersionsCoexist(t *testing.T) {
 	}
 	check("both loaded")
 	// Installing again replaces this version's library only.
-	must(0, InstallFunctions(ctx, rdb))
+	must(0, InstallFunctions(ctx, rdb)).on(t)
 	check("installed again")
-	if libs := must(FunctionsStatus(ctx, rdb))[0].Libraries; !slices.Contains(libs, other) {
+	if libs := must(FunctionsStatus(ctx, rdb)).on(t)[0].Libraries; !slices.Contains(libs, other) {
 		t.Errorf("InstallFunctions removed the other version: %v", libs)
 	}
 	// Two libraries may not hold a function of the same name: that is why
@@ -514,11 +514,11 @@ func TestFunctionVersionsCoexist(t *testing.T) {
 	}
 	// A library under this version's name with other code is not Loaded,
 	// and InstallFunctions puts this version's code back.
-	must(0, rdb.FunctionLoadReplace(ctx, strings.ReplaceAll(otherCode, other, FunctionLibrary())).Err())
-	if s := must(FunctionsStatus(ctx, rdb)); s[0].Loaded {
+	must(0, rdb.FunctionLoadReplace(ctx, strings.ReplaceAll(otherCode, other, FunctionLibrary())).Err()).on(t)
+	if s := must(FunctionsStatus(ctx, rdb)).on(t); s[0].Loaded {
 		t.Errorf("FunctionsStatus = %+v: other code under this version's name counts as loaded", s)
 	}
-	must(0, InstallFunctions(ctx, rdb))
+	must(0, InstallFunctions(ctx, rdb)).on(t)
 	check("code replaced")
 }
 

@@ -162,13 +162,26 @@ func newCounting(t *testing.T, rdb redis.UniversalClient, name string, o Options
 	return c
 }
 
-// must returns v, or panics (failing the test run) when err is not nil.
-// It keeps the many calls whose error no test expects on one line.
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
+// must holds a call's result until on says which test its error fails:
+// must(c.Add(ctx, "a")).on(t) is the value, or t.Fatal with the error.
+// Only from the test's own goroutine, as t.Fatal.
+func must[T any](v T, err error) result[T] { return result[T]{v, err} }
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// on returns the value, or fails t with the error.
+func (r result[T]) on(t interface {
+	Helper()
+	Fatal(...any)
+}) T {
+	t.Helper()
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
-	return v
+	return r.v
 }
 
 func newClassicT(t *testing.T, rdb redis.UniversalClient, name string, o Options) *Classic {

@@ -180,10 +180,10 @@ func TestMillionItemBatch(t *testing.T) {
 	for i := 0; i < n; i += 97 {
 		sample = append(sample, items[i])
 	}
-	if oks := must(c.TestMany(ctx, sample)); slices.Contains(oks, false) {
+	if oks := must(c.TestMany(ctx, sample)).on(t); slices.Contains(oks, false) {
 		t.Errorf("false negative among %d of the million items", len(sample))
 	}
-	if in := must(c.Info(ctx)); in.Items != int64(n) {
+	if in := must(c.Info(ctx)).on(t); in.Items != int64(n) {
 		t.Errorf("Info.Items = %d, want %d", in.Items, n)
 	}
 }
@@ -201,8 +201,8 @@ func TestOutOfMemory(t *testing.T) {
 	for i := range held {
 		held[i] = fmt.Sprint("held-", i)
 	}
-	must(c.AddMany(ctx, held))
-	must(b.AddMany(ctx, held))
+	must(c.AddMany(ctx, held)).on(t)
+	must(b.AddMany(ctx, held)).on(t)
 
 	filler := strings.Repeat("f", 32<<10)
 	filled := 0

@@ -12,23 +12,23 @@ import (
 func TestOpen(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "shared", Options{Capacity: 5000, ErrorRate: 0.001})
-		must(c.AddMany(ctx, []string{"a", "b"}))
-		f := must(Open(ctx, rdb, "shared"))
+		must(c.AddMany(ctx, []string{"a", "b"})).on(t)
+		f := must(Open(ctx, rdb, "shared")).on(t)
 		oc, ok := f.(*Counting)
 		if !ok {
 			t.Fatalf("Open = %T, want *Counting", f)
 		}
-		if ok := must(oc.Test(ctx, "a")); !ok {
+		if ok := must(oc.Test(ctx, "a")).on(t); !ok {
 			t.Error("opened filter: Test(a) = false")
 		}
-		if ok := must(oc.Remove(ctx, "b")); !ok {
+		if ok := must(oc.Remove(ctx, "b")).on(t); !ok {
 			t.Error("opened filter: Remove(b) = false")
 		}
-		if in := must(oc.Info(ctx)); in.Capacity != 5000 || in.ErrorRate != 0.001 || in.Items != 1 {
+		if in := must(oc.Info(ctx)).on(t); in.Capacity != 5000 || in.ErrorRate != 0.001 || in.Items != 1 {
 			t.Errorf("opened filter: Info = %+v", in)
 		}
-		must(newClassicT(t, rdb, "bits", Options{Capacity: 10}).Add(ctx, "x"))
-		if f := must(Open(ctx, rdb, "bits")); f == nil {
+		must(newClassicT(t, rdb, "bits", Options{Capacity: 10}).Add(ctx, "x")).on(t)
+		if f := must(Open(ctx, rdb, "bits")).on(t); f == nil {
 			t.Error("Open(bits) = nil")
 		} else if _, ok := f.(*Classic); !ok {
 			t.Errorf("Open(bits) = %T, want *Classic", f)
@@ -75,18 +75,18 @@ func TestOpenLostRoot(t *testing.T) {
 // settings.
 func TestOpenTyped(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		must(newCounting(t, rdb, "counts", Options{Capacity: 1000, Partitions: 2}).Add(ctx, "a"))
-		must(newClassicT(t, rdb, "bits", Options{Capacity: 1000}).Add(ctx, "a"))
+		must(newCounting(t, rdb, "counts", Options{Capacity: 1000, Partitions: 2}).Add(ctx, "a")).on(t)
+		must(newClassicT(t, rdb, "bits", Options{Capacity: 1000}).Add(ctx, "a")).on(t)
 
 		c, err := OpenCounting(ctx, rdb, "counts", Options{MaxItems: 2})
-		if err != nil || !must(c.Test(ctx, "a")) || must(c.Count(ctx, "a")) != 1 {
+		if err != nil || !must(c.Test(ctx, "a")).on(t) || must(c.Count(ctx, "a")).on(t) != 1 {
 			t.Fatalf("OpenCounting = %v; Test(a) false or Count(a) not 1", err)
 		}
 		if _, err := c.AddMany(ctx, []string{"b", "c", "d", "e"}); !errors.Is(err, ErrFull) {
 			t.Errorf("AddMany past the opened handle's MaxItems: %v, want ErrFull", err)
 		}
 		b, err := OpenClassic(ctx, rdb, "bits", Options{})
-		if err != nil || !must(b.Test(ctx, "a")) {
+		if err != nil || !must(b.Test(ctx, "a")).on(t) {
 			t.Fatalf("OpenClassic = %v, or Test(a) false", err)
 		}
 		if _, err := OpenCounting(ctx, rdb, "bits", Options{}); !errors.Is(err, ErrParamsMismatch) {
@@ -119,19 +119,19 @@ func TestKeyPrefix(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		a := newCounting(t, rdb, "users", Options{Capacity: 1000, Partitions: 3, KeyPrefix: "app-a:bloom:"})
 		b := newCounting(t, rdb, "users", Options{Capacity: 1000, Partitions: 3, KeyPrefix: "app-b:"})
-		must(a.AddMany(ctx, []string{"x", "y"}))
-		must(a.AddOnce(ctx, "z", "evt-1"))
-		if must(b.Test(ctx, "x")) {
+		must(a.AddMany(ctx, []string{"x", "y"})).on(t)
+		must(a.AddOnce(ctx, "z", "evt-1")).on(t)
+		if must(b.Test(ctx, "x")).on(t) {
 			t.Error("a filter under another prefix holds x")
 		}
-		must(b.Add(ctx, "w"))
+		must(b.Add(ctx, "w")).on(t)
 		for k := range dump(t, rdb) {
 			if !strings.HasPrefix(k, "app-a:bloom:{users") && !strings.HasPrefix(k, "app-b:{users") {
 				t.Errorf("key %q is under neither prefix", k)
 			}
 		}
 		o, err := OpenCounting(ctx, rdb, "users", Options{KeyPrefix: "app-a:bloom:"})
-		if err != nil || !must(o.Test(ctx, "z")) || must(o.Test(ctx, "w")) {
+		if err != nil || !must(o.Test(ctx, "z")).on(t) || must(o.Test(ctx, "w")).on(t) {
 			t.Errorf("OpenCounting under app-a: %v, or it does not hold z alone", err)
 		}
 		if _, err := Open(ctx, rdb, "users"); !errors.Is(err, ErrNotFound) {

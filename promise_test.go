@@ -31,7 +31,7 @@ func TestCreateOnDamagedFilter(t *testing.T) {
 				t.Errorf("partition %d lost: Create wrote to Redis", p)
 			}
 			for _, item := range inPartition(c, items, p) {
-				if !must(c.Test(ctx, item)) {
+				if !must(c.Test(ctx, item)).on(t) {
 					t.Fatalf("partition %d lost, then Create: %q tests absent", p, item)
 				}
 			}
@@ -56,13 +56,13 @@ func TestLostPartitionSingleReads(t *testing.T) {
 				t.Fatalf("no item in partition %d: the test proves nothing", p)
 			}
 			for _, item := range lost {
-				if !must(c.Test(ctx, item)) {
+				if !must(c.Test(ctx, item)).on(t) {
 					t.Fatalf("partition %d (%s) lost: Test(%q) = false, want true", p, c.f.parts[p].key, item)
 				}
-				if !must(c.TestMany(ctx, []string{item}))[0] {
+				if !must(c.TestMany(ctx, []string{item})).on(t)[0] {
 					t.Fatalf("partition %d (%s) lost: TestMany([%q]) = false, want true", p, c.f.parts[p].key, item)
 				}
-				if n := must(c.Count(ctx, item)); n != 15 {
+				if n := must(c.Count(ctx, item)).on(t); n != 15 {
 					t.Fatalf("partition %d lost: Count(%q) = %d, want 15 (unknown)", p, item, n)
 				}
 			}
@@ -76,7 +76,7 @@ func TestLostPartitionSingleReads(t *testing.T) {
 func TestOnceIDReuse(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "reuse", Options{Capacity: 1000})
-		if must(c.AddOnce(ctx, "item", "topic/0/100")) {
+		if must(c.AddOnce(ctx, "item", "topic/0/100")).on(t) {
 			t.Fatal("first AddOnce = true, want false")
 		}
 		before := dump(t, rdb)
@@ -87,17 +87,17 @@ func TestOnceIDReuse(t *testing.T) {
 			t.Error("the refused AddOnce wrote to Redis")
 		}
 		// The same call again is a replay: the first answer, nothing added.
-		if must(c.AddOnce(ctx, "item", "topic/0/100")) || must(c.Count(ctx, "item")) != 1 {
+		if must(c.AddOnce(ctx, "item", "topic/0/100")).on(t) || must(c.Count(ctx, "item")).on(t) != 1 {
 			t.Error("a replayed AddOnce did not return the first answer, or added again")
 		}
 
 		// Add and remove ids are apart: removing with the id of an add
 		// removes.
-		must(c.AddOnce(ctx, "x", "evt-1"))
-		if !must(c.RemoveOnce(ctx, "x", "evt-1")) {
+		must(c.AddOnce(ctx, "x", "evt-1")).on(t)
+		if !must(c.RemoveOnce(ctx, "x", "evt-1")).on(t) {
 			t.Error("RemoveOnce(x, evt-1) after AddOnce(x, evt-1) = false, want true")
 		}
-		if must(c.Test(ctx, "x")) {
+		if must(c.Test(ctx, "x")).on(t) {
 			t.Error("x still present after RemoveOnce")
 		}
 		if _, err := c.RemoveOnce(ctx, "y", "evt-1"); !errors.Is(err, ErrOpIDReused) {
@@ -106,11 +106,11 @@ func TestOnceIDReuse(t *testing.T) {
 
 		// A RemoveOnce that found nothing is recorded too: replayed after
 		// the item was added, it still answers false and removes nothing.
-		if must(c.RemoveOnce(ctx, "z", "del-z")) {
+		if must(c.RemoveOnce(ctx, "z", "del-z")).on(t) {
 			t.Fatal("RemoveOnce of an absent item = true")
 		}
-		must(c.Add(ctx, "z"))
-		if must(c.RemoveOnce(ctx, "z", "del-z")) || !must(c.Test(ctx, "z")) {
+		must(c.Add(ctx, "z")).on(t)
+		if must(c.RemoveOnce(ctx, "z", "del-z")).on(t) || !must(c.Test(ctx, "z")).on(t) {
 			t.Error("a replayed RemoveOnce removed an item added after the first call")
 		}
 	})
@@ -144,7 +144,7 @@ func TestPartitionNames(t *testing.T) {
 			t.Errorf("NewCounting(%q) = %v", name, err)
 		}
 	}
-	for i, ok := range must(y.TestMany(ctx, items)) {
+	for i, ok := range must(y.TestMany(ctx, items)).on(t) {
 		if !ok {
 			t.Fatalf("%q tests absent", items[i])
 		}
@@ -162,16 +162,16 @@ func TestBatchOnce(t *testing.T) {
 		for i := range items {
 			items[i] = fmt.Sprint("event-", i%11_000) // some twice: answered true the second time
 		}
-		first := must(c.AddManyOnce(ctx, items, "topic/0/0-11999"))
+		first := must(c.AddManyOnce(ctx, items, "topic/0/0-11999")).on(t)
 		before := dump(t, rdb)
-		again := must(c.AddManyOnce(ctx, items, "topic/0/0-11999"))
+		again := must(c.AddManyOnce(ctx, items, "topic/0/0-11999")).on(t)
 		if !slices.Equal(first, again) {
 			t.Error("a replayed batch got other answers")
 		}
 		if after := dump(t, rdb); !maps.Equal(before, after) {
 			t.Error("a replayed batch changed Redis")
 		}
-		if n := must(c.Info(ctx)).Items; n != int64(len(items)) {
+		if n := must(c.Info(ctx)).on(t).Items; n != int64(len(items)) {
 			t.Errorf("Info.Items = %d after a batch and its replay, want %d", n, len(items))
 		}
 		other := slices.Clone(items)
@@ -179,17 +179,17 @@ func TestBatchOnce(t *testing.T) {
 		if _, err := c.AddManyOnce(ctx, other, "topic/0/0-11999"); !errors.Is(err, ErrOpIDReused) {
 			t.Errorf("the batch id with another item: %v, want ErrOpIDReused", err)
 		}
-		removed := must(c.RemoveManyOnce(ctx, items[:100], "deletes/7"))
-		if replay := must(c.RemoveManyOnce(ctx, items[:100], "deletes/7")); !slices.Equal(removed, replay) {
+		removed := must(c.RemoveManyOnce(ctx, items[:100], "deletes/7")).on(t)
+		if replay := must(c.RemoveManyOnce(ctx, items[:100], "deletes/7")).on(t); !slices.Equal(removed, replay) {
 			t.Error("a replayed remove batch got other answers")
 		}
-		if n := must(c.Info(ctx)).Items; n != int64(len(items)-100) {
+		if n := must(c.Info(ctx)).on(t).Items; n != int64(len(items)-100) {
 			t.Errorf("Info.Items = %d after a remove batch and its replay, want %d", n, len(items)-100)
 		}
 
 		b := newClassicT(t, rdb, "dedup", Options{Capacity: 1000})
-		seen := must(b.AddManyOnce(ctx, []string{"e1", "e2", "e1"}, "b1"))
-		if !slices.Equal(seen, []bool{false, false, true}) || !slices.Equal(must(b.AddManyOnce(ctx, []string{"e1", "e2", "e1"}, "b1")), seen) {
+		seen := must(b.AddManyOnce(ctx, []string{"e1", "e2", "e1"}, "b1")).on(t)
+		if !slices.Equal(seen, []bool{false, false, true}) || !slices.Equal(must(b.AddManyOnce(ctx, []string{"e1", "e2", "e1"}, "b1")).on(t), seen) {
 			t.Errorf("classic AddManyOnce = %v, then not the same again", seen)
 		}
 	})

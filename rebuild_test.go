@@ -22,17 +22,17 @@ func TestRebuild(t *testing.T) {
 		for i := range 500 {
 			truth[fmt.Sprint("row-", i)] = true
 		}
-		must(c.AddMany(ctx, keysOf(truth)))
+		must(c.AddMany(ctx, keysOf(truth))).on(t)
 		for i := range 100 { // deleted from the table, never removed: ghosts
 			delete(truth, fmt.Sprint("row-", i))
 		}
 		for range 20 { // added and removed 20 times: its counters stay at 15
-			must(c.Add(ctx, "hot"))
+			must(c.Add(ctx, "hot")).on(t)
 		}
 		for range 20 {
-			must(c.Remove(ctx, "hot"))
+			must(c.Remove(ctx, "hot")).on(t)
 		}
-		if n := must(c.Count(ctx, "hot")); n != 15 {
+		if n := must(c.Count(ctx, "hot")).on(t); n != 15 {
 			t.Fatalf("Count(hot) = %d before the rebuild, want 15 (stuck)", n)
 		}
 
@@ -47,10 +47,10 @@ func TestRebuild(t *testing.T) {
 				// row deleted (DB first, then the filter).
 				batches++
 				added, deleted := fmt.Sprint("new-", batches), fmt.Sprint("row-", 100+batches)
-				must(c.Add(ctx, added))
+				must(c.Add(ctx, added)).on(t)
 				truth[added] = true
 				delete(truth, deleted)
-				must(c.Remove(ctx, deleted))
+				must(c.Remove(ctx, deleted)).on(t)
 			}
 			return nil
 		})
@@ -58,7 +58,7 @@ func TestRebuild(t *testing.T) {
 			t.Fatal(err)
 		}
 		held := keysOf(truth)
-		for i, ok := range must(c.TestMany(ctx, held)) {
+		for i, ok := range must(c.TestMany(ctx, held)).on(t) {
 			if !ok {
 				t.Errorf("false negative after the rebuild: %q", held[i])
 			}
@@ -70,7 +70,7 @@ func TestRebuild(t *testing.T) {
 			}
 		}
 		still := 0
-		for _, ok := range must(c.TestMany(ctx, gone)) {
+		for _, ok := range must(c.TestMany(ctx, gone)).on(t) {
 			if ok {
 				still++
 			}
@@ -78,7 +78,7 @@ func TestRebuild(t *testing.T) {
 		if still > len(gone)/20 {
 			t.Errorf("%d of %d deleted rows still test present after the rebuild", still, len(gone))
 		}
-		if n := must(c.Count(ctx, "hot")); n == 15 {
+		if n := must(c.Count(ctx, "hot")).on(t); n == 15 {
 			t.Error("Count(hot) is still 15 after the rebuild")
 		}
 		for _, k := range rdb.Keys(ctx, "*").Val() {
@@ -87,8 +87,8 @@ func TestRebuild(t *testing.T) {
 			}
 		}
 		// Writes after the rebuild go to the new counters only.
-		must(c.Add(ctx, "after"))
-		if !must(c.Test(ctx, "after")) {
+		must(c.Add(ctx, "after")).on(t)
+		if !must(c.Test(ctx, "after")).on(t) {
 			t.Error("Add after the rebuild is lost")
 		}
 	})
@@ -99,7 +99,7 @@ func TestRebuild(t *testing.T) {
 func TestRebuildAbort(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "kept", Options{Capacity: 1000, Partitions: 2})
-		must(c.AddMany(ctx, []string{"a", "b", "c"}))
+		must(c.AddMany(ctx, []string{"a", "b", "c"})).on(t)
 		before := filterKeys(t, rdb)
 		boom := errors.New("the table went away")
 		err := c.Rebuild(ctx, func(add func([]string) error) error {
@@ -114,7 +114,7 @@ func TestRebuildAbort(t *testing.T) {
 		if after := filterKeys(t, rdb); !maps.Equal(before, after) {
 			t.Errorf("an aborted rebuild changed the filter")
 		}
-		must(c.Add(ctx, "d"))
+		must(c.Add(ctx, "d")).on(t)
 		for _, k := range rdb.Keys(ctx, "*").Val() {
 			if strings.HasSuffix(k, ":next") {
 				t.Errorf("key %s left after an aborted rebuild", k)

@@ -32,21 +32,21 @@ func TestWaitReplicas(t *testing.T) {
 			t.Fatal("the replica did not sync with its master in 10 s")
 		}
 	}
-	c := must(NewCounting(rdb, "replicated", Options{Capacity: 1000, WaitReplicas: 1, WaitTimeout: 2 * time.Second}))
+	c := must(NewCounting(rdb, "replicated", Options{Capacity: 1000, WaitReplicas: 1, WaitTimeout: 2 * time.Second})).on(t)
 	start := time.Now()
 	if _, err := c.AddMany(ctx, []string{"a", "b"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("AddMany waited %v for the replica", time.Since(start))
 	// The replica has the write as soon as AddMany returned.
-	onReplica := must(NewCounting(rep, "replicated", Options{Capacity: 1000}))
+	onReplica := must(NewCounting(rep, "replicated", Options{Capacity: 1000})).on(t)
 	for _, item := range []string{"a", "b"} {
-		if !must(onReplica.Test(ctx, item)) {
+		if !must(onReplica.Test(ctx, item)).on(t) {
 			t.Errorf("the replica does not have %q after a write that waited for it", item)
 		}
 	}
 	replica.Stop()
-	c = must(NewCounting(rdb, "replicated", Options{Capacity: 1000, WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond}))
+	c = must(NewCounting(rdb, "replicated", Options{Capacity: 1000, WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})).on(t)
 	start = time.Now()
 	if _, err := c.Add(ctx, "c"); !errors.Is(err, ErrNotReplicated) {
 		t.Errorf("Add with the replica down: %v, want ErrNotReplicated", err)
@@ -54,7 +54,7 @@ func TestWaitReplicas(t *testing.T) {
 	if waited := time.Since(start); waited < 200*time.Millisecond {
 		t.Errorf("Add returned after %v, before WaitTimeout", waited)
 	}
-	if !must(c.Test(ctx, "c")) {
+	if !must(c.Test(ctx, "c")).on(t) {
 		t.Error("the write was not applied on the master")
 	}
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{master.Addr()}})

@@ -20,7 +20,7 @@ import (
 func TestForgedArguments(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		c := newCounting(t, rdb, "target", Options{Slots: 100, Hashes: 2})
-		must(c.Add(ctx, "a"))
+		must(c.Add(ctx, "a")).on(t)
 		end := strconv.Itoa(headerBits + 100*4) // first bit past the last counter
 		huge := header{mode: ModeCounting, k: 2, m: 1 << 31, partitions: 1}.encode()
 		ok := []any{"512", "516"} // k = 2
@@ -122,9 +122,9 @@ func TestRetryAppliesOnce(t *testing.T) {
 			{removeScript, remove, "1"},
 		} {
 			keys := call.keys
-			first := must(call.script.Run(ctx, rdb, keys, call.args...).Text())
+			first := must(call.script.Run(ctx, rdb, keys, call.args...).Text()).on(t)
 			before := slotValues(t, rdb, c.f)
-			again := must(call.script.Run(ctx, rdb, keys, call.args...).Text())
+			again := must(call.script.Run(ctx, rdb, keys, call.args...).Text()).on(t)
 			if first != call.want || again != first {
 				t.Errorf("answers %q then %q, want %q twice", first, again, call.want)
 			}

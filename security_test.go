@@ -304,7 +304,7 @@ func TestScriptErrorIsNotWrongType(t *testing.T) {
 	addr := rbloomtest.StartRedis(t)
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
-	must(newCounting(t, admin, "healthy", Options{Capacity: 100}).Add(ctx, "a"))
+	must(newCounting(t, admin, "healthy", Options{Capacity: 100}).Add(ctx, "a")).on(t)
 	without := slices.DeleteFunc(slices.Clone(aclCommands), func(c string) bool { return c == "+getrange" })
 	if err := admin.Do(ctx, aclSetUser(without)...).Err(); err != nil {
 		t.Fatal(err)
@@ -437,7 +437,7 @@ func TestInfoFailsWithoutAuth(t *testing.T) {
 	addr := rbloomtest.StartRedis(t, "--requirepass", "right")
 	admin := redis.NewClient(&redis.Options{Addr: addr, Password: "right"})
 	defer admin.Close()
-	must(newCounting(t, admin, "f", Options{Capacity: 100}).Add(ctx, "a"))
+	must(newCounting(t, admin, "f", Options{Capacity: 100}).Add(ctx, "a")).on(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, Password: "wrong", MaxRetries: -1})
 	defer rdb.Close()
 	in, err := newCounting(t, rdb, "f", Options{Capacity: 100}).Info(ctx)

@@ -200,7 +200,7 @@ func TestSoak(t *testing.T) {
 
 	// The model: every counter is the sum of what the workers hold.
 	total, largest := checkHeld(t, admin, c.f, held...)
-	if in := must(c.Info(ctx)); in.Items != int64(sumValues(maps.Values(total))) {
+	if in := must(c.Info(ctx)).on(t); in.Items != int64(sumValues(maps.Values(total))) {
 		t.Errorf("Info.Items = %d, want %d", in.Items, sumValues(maps.Values(total)))
 	}
 	t.Logf("%d distinct items held at the end, largest counter %d", len(total), largest)
