@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rbloom/rbloom/internal/redisserver"
 )
 
 // clusterTimeout bounds how long StartCluster waits for every node to
@@ -66,7 +68,7 @@ func StartCluster(t testing.TB, masters int, args ...string) *Cluster {
 			return c
 		}
 		lastErr = err
-		if !errors.Is(err, errPortTaken) {
+		if !errors.Is(err, redisserver.ErrPortTaken) {
 			break
 		}
 	}
@@ -103,13 +105,15 @@ func startCluster(t testing.TB, bin, dir string, masters, attempt int, extra []s
 			// with the first MEET) and CLUSTER SLOTS shows "".
 			"--cluster-announce-ip", "127.0.0.1",
 		}, extra...)
-		addr, stop, err := launchRedis(bin, dir, port, filepath.Join(dir, "node-"+name+".log"), args)
+		srv, err := redisserver.Start(context.Background(), redisserver.Options{
+			Bin: bin, Dir: dir, Port: port, Log: filepath.Join(dir, "node-"+name+".log"), Args: args,
+		})
 		if err != nil {
 			return nil, err
 		}
-		stops = append(stops, stop)
-		c.addrs = append(c.addrs, addr)
-		c.nodes = append(c.nodes, redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}))
+		stops = append(stops, srv.Stop)
+		c.addrs = append(c.addrs, srv.Addr())
+		c.nodes = append(c.nodes, redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1}))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
@@ -222,6 +226,69 @@ func (c *Cluster) close() {
 	for _, rdb := range c.nodes {
 		rdb.Close()
 	}
+}
+
+// AddReplicas starts one replica for each master, joins it to the cluster
+// as that master's replica, and returns the replicas' addresses, in Addrs
+// order, once every master lists its replica online (as WAIT counts
+// them). The replicas are killed when the test ends.
+func (c *Cluster) AddReplicas(t testing.TB) []string {
+	t.Helper()
+	bin := lookRedisServer(t)
+	dir := t.TempDir()
+	ports, err := clusterPorts(len(c.nodes))
+	if err != nil {
+		t.Fatalf("rbloomtest: AddReplicas: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	var addrs []string
+	for i, port := range ports {
+		srv, err := redisserver.Start(ctx, redisserver.Options{
+			Bin: bin, Dir: dir, Port: port, Log: filepath.Join(dir, fmt.Sprintf("replica-%d.log", i)),
+			Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, fmt.Sprintf("replica-%d.conf", i)),
+				"--cluster-announce-ip", "127.0.0.1"},
+		})
+		if err != nil {
+			t.Fatalf("rbloomtest: AddReplicas: %v", err)
+		}
+		t.Cleanup(srv.Stop)
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		// By default a master waits 5 s before a diskless sync.
+		if err := c.nodes[i].ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+			t.Fatalf("rbloomtest: AddReplicas: %s: %v", c.addrs[i], err)
+		}
+		for _, addr := range c.addrs {
+			host, p, _ := net.SplitHostPort(addr)
+			if err := rdb.ClusterMeet(ctx, host, p).Err(); err != nil {
+				t.Fatalf("rbloomtest: AddReplicas: %s: CLUSTER MEET %s: %v", srv.Addr(), addr, err)
+			}
+		}
+		// The replica must know its master before it can follow it.
+		for {
+			err := rdb.Do(ctx, "CLUSTER", "REPLICATE", c.ids[i]).Err()
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("rbloomtest: AddReplicas: %s: CLUSTER REPLICATE %s: %v", srv.Addr(), c.ids[i], err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		addrs = append(addrs, srv.Addr())
+	}
+	for i, master := range c.nodes {
+		for !strings.Contains(master.Info(ctx, "replication").Val(), "state=online") {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("rbloomtest: AddReplicas: the replica of %s did not come online", c.addrs[i])
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return addrs
 }
 
 // Addrs returns the address ("127.0.0.1:port") of every master, in start

@@ -1,11 +1,13 @@
 package rbloomtest
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/rbloom/rbloom/internal/redisserver"
 )
 
 // Server is a redis-server started by StartServer. Unlike StartRedis, it
@@ -18,9 +20,9 @@ type Server struct {
 	args []string
 
 	mu     sync.Mutex
-	port   int
+	port   int // 0 until the first start has chosen one
 	starts int
-	stop   func()
+	srv    *redisserver.Server // nil while stopped
 }
 
 // StartServer starts a redis-server like StartRedis does (same options,
@@ -28,17 +30,7 @@ type Server struct {
 func StartServer(t testing.TB, args ...string) *Server {
 	t.Helper()
 	s := &Server{t: t, bin: lookRedisServer(t), dir: t.TempDir(), args: args}
-	// The free port is found by listening on :0 and closing, so another
-	// process can take it before redis-server binds: try a few ports.
-	var err error
-	for attempt := 1; attempt <= 5; attempt++ {
-		if s.port, err = freePort(); err == nil {
-			if err = s.start(); err == nil || !errors.Is(err, errPortTaken) {
-				break
-			}
-		}
-	}
-	if err != nil {
+	if err := s.start(); err != nil {
 		t.Fatalf("rbloomtest: StartServer: %v", err)
 	}
 	t.Cleanup(s.kill)
@@ -67,24 +59,30 @@ func (s *Server) Stop() {
 	s.kill()
 }
 
+// start starts the server on s.port, or on a free port the first time.
 func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.starts++
-	log := filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.starts))
-	_, stop, err := launchRedis(s.bin, s.dir, s.port, log, s.args)
+	srv, err := redisserver.Start(context.Background(), redisserver.Options{
+		Bin:  s.bin,
+		Dir:  s.dir,
+		Port: s.port,
+		Log:  filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.starts)),
+		Args: s.args,
+	})
 	if err != nil {
 		return err
 	}
-	s.stop = stop
+	s.srv, s.port = srv, srv.Port()
 	return nil
 }
 
 func (s *Server) kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stop != nil {
-		s.stop()
-		s.stop = nil
+	if s.srv != nil {
+		s.srv.Stop()
+		s.srv = nil
 	}
 }

@@ -1,6 +1,7 @@
 package rbloomtest
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,16 +9,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
-	"fmt"
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/rbloom/rbloom/internal/redisserver"
 )
 
 // TLSServer is a redis-server started by StartTLSRedis: it accepts TLS
@@ -42,75 +41,21 @@ func StartTLSRedis(t testing.TB, args ...string) *TLSServer {
 	certFile, keyFile := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
 	makeCert(t, caCert, caKey, certFile, keyFile)
 
-	for attempt := 0; ; attempt++ {
-		stop, log, err := launchTLSRedis(bin, dir, s, certFile, keyFile, attempt, args)
-		if err == nil {
-			t.Cleanup(stop)
-			return s
-		}
-		if !strings.Contains(log, "Address already in use") || attempt == 4 {
-			t.Fatalf("redis-server with TLS: %v; its log:\n%s", err, log)
-		}
-	}
-}
-
-// launchTLSRedis makes one attempt of StartTLSRedis, on a free port that
-// it sets in s.Addr. On failure the server is gone and log is its log.
-func launchTLSRedis(bin, dir string, s *TLSServer, certFile, keyFile string, attempt int, args []string) (stop func(), log string, err error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := redisserver.Start(context.Background(), redisserver.Options{
+		Bin: bin,
+		Dir: dir,
+		TLS: &tls.Config{RootCAs: s.RootCAs},
+		Args: append([]string{
+			"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", s.CAFile,
+			"--tls-auth-clients", "no",
+		}, args...),
+	})
 	if err != nil {
-		return nil, "", err
+		t.Fatalf("redis-server with TLS: %v", err)
 	}
-	s.Addr = l.Addr().String()
-	l.Close()
-	_, port, _ := net.SplitHostPort(s.Addr)
-	logPath := filepath.Join(dir, fmt.Sprintf("redis-%d.log", attempt))
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, "", err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin, append([]string{"--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir,
-		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", s.CAFile,
-		"--tls-auth-clients", "no"}, args...)...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return nil, "", err
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	stop = func() { cmd.Process.Kill(); <-exited }
-	readLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if tlsPing(s.Addr, s.RootCAs) {
-			return stop, "", nil
-		}
-		select {
-		case <-exited:
-			return nil, readLog(), errors.New("redis-server exited")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	stop()
-	return nil, readLog(), errors.New("no answer over TLS within 10s")
-}
-
-// tlsPing reports whether a TLS server at addr, verified with roots,
-// answers PING (or NOAUTH).
-func tlsPing(addr string, roots *x509.CertPool) bool {
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{RootCAs: roots})
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	buf := make([]byte, 64)
-	n, _ := conn.Read(buf)
-	return strings.HasPrefix(string(buf[:n]), "+PONG") || strings.HasPrefix(string(buf[:n]), "-NOAUTH")
+	t.Cleanup(srv.Stop)
+	s.Addr = srv.Addr()
+	return s
 }
 
 // makeCert writes a certificate (PEM) to certFile and its key to keyFile

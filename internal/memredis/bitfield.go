@@ -1,9 +1,9 @@
-package rbloomtest
+package memredis
 
 import (
 	"errors"
 	"math"
-	"strconv"
+	"unsafe"
 )
 
 // This file is a port of Redis 7.0's bitfieldGeneric (src/bitops.c): parsing
@@ -21,6 +21,9 @@ var (
 	errSyntax         = errors.New("ERR syntax error")
 	errNotInteger     = errors.New("ERR value is not an integer or out of range")
 	errReadOnlyFields = errors.New("ERR BITFIELD_RO only supports the GET subcommand")
+	errWrongType      = errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+	//lint:ignore ST1005 Redis's own text, full stop included.
+	errNoAuth = errors.New("NOAUTH Authentication required.")
 )
 
 // maxBulkLen is Redis's default proto-max-bulk-len (512 MB): offsets whose
@@ -62,11 +65,10 @@ type fieldReply struct {
 	null  bool
 }
 
-// parseFields parses the subcommands after the key, all of them, before
-// anything is read or written: like Redis, one bad subcommand fails the whole
-// call.
-func parseFields(args []string) ([]fieldOp, error) {
-	var ops []fieldOp
+// parseFields appends to ops the subcommands after the key, all of them,
+// before anything is read or written: like Redis, one bad subcommand fails
+// the whole call.
+func parseFields(ops []fieldOp, args []string) ([]fieldOp, error) {
 	ow := overflowWrap
 	for j := 0; j < len(args); j++ {
 		remaining := len(args) - j - 1
@@ -88,27 +90,27 @@ func parseFields(args []string) ([]fieldOp, error) {
 			case equalFoldASCII(mode, "fail"):
 				ow = overflowFail
 			default:
-				return nil, errOverflowType
+				return ops, errOverflowType
 			}
 			continue
 		default:
-			return nil, errSyntax
+			return ops, errSyntax
 		}
 
 		op := fieldOp{code: code, ow: ow}
 		var err error
 		if op.signed, op.bits, err = parseFieldType(args[j+1]); err != nil {
-			return nil, err
+			return ops, err
 		}
 		if op.offset, err = parseBitOffset(args[j+2], op.bits); err != nil {
-			return nil, err
+			return ops, err
 		}
 		j += 2
 		if code != opGet {
 			j++
 			var ok bool
 			if op.value, ok = parseLongLong(args[j]); !ok {
-				return nil, errNotInteger
+				return ops, errNotInteger
 			}
 		}
 		ops = append(ops, op)
@@ -156,19 +158,29 @@ func parseLongLong(s string) (int64, bool) {
 		return 0, true
 	}
 	digits := s
-	if len(digits) > 0 && digits[0] == '-' {
+	negative := len(digits) > 0 && digits[0] == '-'
+	if negative {
 		digits = digits[1:]
 	}
-	if len(digits) == 0 || digits[0] < '1' || digits[0] > '9' {
+	// 19 digits hold any int64, and cannot overflow a uint64.
+	if len(digits) == 0 || len(digits) > 19 || digits[0] == '0' {
 		return 0, false
 	}
-	for i := 1; i < len(digits); i++ {
-		if digits[i] < '0' || digits[i] > '9' {
+	var u uint64
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if c < '0' || c > '9' {
 			return 0, false
 		}
+		u = u*10 + uint64(c-'0')
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
+	switch {
+	case negative && u <= 1<<63:
+		return int64(-u), true // -(1<<63) wraps to itself: math.MinInt64
+	case !negative && u <= math.MaxInt64:
+		return int64(u), true
+	}
+	return 0, false
 }
 
 // equalFoldASCII is C's strcasecmp: unlike strings.EqualFold it does not
@@ -199,12 +211,20 @@ func hasWrites(ops []fieldOp) bool {
 	return false
 }
 
-// applyFields runs ops in order on a copy of s and returns the new value and
-// the replies. When any op writes, the value first grows (zero-filled) to
-// cover the highest bit any write touches, even a write that then fails with
-// OVERFLOW FAIL: Redis sizes the string before running the ops. GETs past the
-// end read zeros and never grow it.
-func applyFields(s []byte, ops []fieldOp) ([]byte, []fieldReply) {
+// applyFields runs ops in order on the value s and returns the new value
+// and the replies. Without a SET or INCRBY it only reads s, and never copies
+// it. Otherwise it works on a copy that first grows (zero-filled) to cover
+// the highest bit any write touches, even a write that then fails with
+// OVERFLOW FAIL: Redis sizes the string before running the ops. GETs past
+// the end read zeros and never grow it.
+func applyFields(s string, ops []fieldOp) (string, []fieldReply) {
+	replies := make([]fieldReply, 0, len(ops))
+	if !hasWrites(ops) {
+		for _, op := range ops {
+			replies = append(replies, fieldReply{value: getField(s, op)})
+		}
+		return s, replies
+	}
 	size := len(s)
 	for _, op := range ops {
 		if op.code != opGet {
@@ -213,8 +233,6 @@ func applyFields(s []byte, ops []fieldOp) ([]byte, []fieldReply) {
 	}
 	buf := make([]byte, size)
 	copy(buf, s)
-
-	replies := make([]fieldReply, 0, len(ops))
 	for _, op := range ops {
 		if op.code == opGet {
 			replies = append(replies, fieldReply{value: getField(buf, op)})
@@ -222,11 +240,18 @@ func applyFields(s []byte, ops []fieldOp) ([]byte, []fieldReply) {
 		}
 		replies = append(replies, writeField(buf, op))
 	}
-	return buf, replies
+	// buf is not used again: the new value can be a string over the same
+	// bytes. Values are hundreds of KB for rbloom, and a second copy per
+	// write doubled the garbage that decides how often the GC runs.
+	return unsafe.String(unsafe.SliceData(buf), len(buf)), replies
 }
 
+// byteString is a stored value being read: the string itself, or the copy
+// being written.
+type byteString interface{ ~string | ~[]byte }
+
 // getField reads the field as a signed or unsigned integer (u63 fits int64).
-func getField(buf []byte, op fieldOp) int64 {
+func getField[S byteString](buf S, op fieldOp) int64 {
 	u := getBits(buf, op.offset, op.bits)
 	if op.signed && op.bits < 64 && u&(1<<(op.bits-1)) != 0 {
 		u |= math.MaxUint64 << op.bits // sign-extend
@@ -342,28 +367,34 @@ func signedOverflow(value, incr int64, bits uint, ow overflow) (int64, bool) {
 
 // getBits reads bits bits at offset, most significant bit first as Redis
 // numbers them (bit 0 is the high bit of byte 0); past the end reads zeros.
-func getBits(buf []byte, offset uint64, bits uint) uint64 {
+// It goes a byte at a time: a u4 counter is one step.
+func getBits[S byteString](buf S, offset uint64, bits uint) uint64 {
 	var v uint64
-	for i := uint64(0); i < uint64(bits); i++ {
-		o := offset + i
-		var bit uint64
-		if b := o >> 3; b < uint64(len(buf)) {
-			bit = uint64(buf[b]>>(7-o&7)) & 1
+	for bits > 0 {
+		skip := uint(offset & 7) // bits of this byte before the field
+		n := min(8-skip, bits)   // bits of the field in this byte
+		var b byte
+		if i := offset >> 3; i < uint64(len(buf)) {
+			b = buf[i]
 		}
-		v = v<<1 | bit
+		v = v<<n | uint64(b>>(8-skip-n)&(0xff>>(8-n)))
+		offset += uint64(n)
+		bits -= n
 	}
 	return v
 }
 
-// setBits writes the low bits bits of v at offset; buf is already big enough.
+// setBits writes the low bits bits of v at offset, a byte at a time; buf is
+// already big enough.
 func setBits(buf []byte, offset uint64, bits uint, v uint64) {
-	for i := uint64(0); i < uint64(bits); i++ {
-		o := offset + i
-		mask := byte(1) << (7 - o&7)
-		if v>>(uint64(bits)-1-i)&1 != 0 {
-			buf[o>>3] |= mask
-		} else {
-			buf[o>>3] &^= mask
-		}
+	for bits > 0 {
+		skip := uint(offset & 7)
+		n := min(8-skip, bits)
+		bits -= n // now the bits of v still to write after these n
+		after := 8 - skip - n
+		mask := byte(0xff>>(8-n)) << after
+		i := offset >> 3
+		buf[i] = buf[i]&^mask | byte(v>>bits)<<after&mask
+		offset += uint64(n)
 	}
 }
