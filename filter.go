@@ -113,9 +113,6 @@ func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
 		f.partLimit = strconv.FormatUint(per, 10)
 	}
 	if o.WaitReplicas > 0 {
-		if _, cluster := rdb.(*redis.ClusterClient); cluster {
-			return nil, fmt.Errorf("%w: WaitReplicas with a *redis.ClusterClient: its pipelines send WAIT to any node", ErrInvalidOptions)
-		}
 		f.repl = replication{replicas: o.WaitReplicas, timeout: cmp.Or(o.WaitTimeout, time.Second)}
 	}
 	return f, nil

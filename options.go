@@ -74,8 +74,9 @@ type Options struct {
 	// WaitReplicas, when positive, makes every write wait until that many
 	// replicas have it (Redis WAIT), or fail with ErrNotReplicated after
 	// WaitTimeout. Redis replicates asynchronously: without it, a failover
-	// can lose writes the master had acknowledged. Not with a
-	// *redis.ClusterClient, whose pipelines would send WAIT to any node.
+	// can lose writes the master had acknowledged. With a
+	// *redis.ClusterClient the writes go through each master's own client,
+	// so that WAIT follows them on their connection.
 	WaitReplicas int
 
 	// WaitTimeout bounds the wait of WaitReplicas. Default 1 second.

@@ -24,6 +24,16 @@ type scriptCall struct {
 // functions.go). Calls a cluster refused while it moves their slot are sent
 // again too (see unapplied).
 func runScripts(ctx context.Context, rdb Client, script *redis.Script, fcall bool, calls []scriptCall, repl replication) ([]string, error) {
+	if cc, ok := rdb.(*redis.ClusterClient); ok && repl.replicas > 0 {
+		return runOnMasters(ctx, cc, script, fcall, calls, repl)
+	}
+	return runPipelined(ctx, rdb, script, fcall, calls, repl)
+}
+
+// runPipelined is runScripts in one pipeline of rdb. A node's own client
+// (runOnMasters) does not follow MOVED and ASK: those come back as errors.
+func runPipelined(ctx context.Context, rdb Client, script *redis.Script, fcall bool, calls []scriptCall, repl replication) ([]string, error) {
+	_, follows := rdb.(*redis.ClusterClient)
 	cmds := make([]*redis.Cmd, len(calls))
 	pending := make([]int, len(calls)) // the calls still to send
 	for i := range pending {
@@ -58,7 +68,7 @@ func runScripts(ctx context.Context, rdb Client, script *redis.Script, fcall boo
 			switch err := cmd.Err(); {
 			case redis.HasErrorPrefix(err, "NOSCRIPT"):
 				pending = append(pending, i) // again at once, with EVAL
-			case unapplied(err):
+			case unapplied(err) && (follows || !redirected(err)):
 				pending, refused = append(pending, i), err
 			}
 		}
@@ -127,6 +137,11 @@ func unapplied(err error) bool {
 		}
 	}
 	return false
+}
+
+// redirected reports whether err sends the command to another node.
+func redirected(err error) bool {
+	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }
 
 // maxRedirectWait bounds how long a call waits for a cluster that keeps
