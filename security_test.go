@@ -185,6 +185,21 @@ func denials(t *testing.T, admin *redis.Client, user string) []string {
 	return out
 }
 
+// checkEachNeeded runs the API, through run, as a user without each of
+// commands in turn: something must fail every time.
+func checkEachNeeded(t *testing.T, commands []string, run func(commands []string, name string) ([]string, error)) {
+	t.Helper()
+	for i, drop := range commands {
+		fewer := slices.Delete(slices.Clone(commands), i, i+1)
+		denied, err := run(fewer, "acl-"+strconv.Itoa(i))
+		if err == nil && len(denied) == 0 {
+			t.Errorf("without %s, the whole API still works: the rule is not minimal", drop)
+			continue
+		}
+		t.Logf("without %-13s: %.110v", drop, err)
+	}
+}
+
 // TestLeastPrivilegeACL runs the whole API as a Redis user that may run
 // only aclCommands on keys under rbloom:*, shows that each of those
 // commands is needed, and that the user can reach nothing else.
@@ -216,15 +231,7 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	t.Logf("ACL SETUSER %s reset on >... ~rbloom:* resetchannels -@all %s: the whole API works", aclUser, strings.Join(aclCommands, " "))
 
 	// Each command is needed: without it, something fails.
-	for i, drop := range aclCommands {
-		fewer := slices.Delete(slices.Clone(aclCommands), i, i+1)
-		denied, err := run(fewer, "acl-"+strconv.Itoa(i))
-		if err == nil && len(denied) == 0 {
-			t.Errorf("without %s, the whole API still works: the rule is not minimal", drop)
-			continue
-		}
-		t.Logf("without %-13s: %.110v", drop, err)
-	}
+	checkEachNeeded(t, aclCommands, run)
 
 	// And nothing else is reachable.
 	admin.Do(ctx, aclSetUser(aclCommands)...)

@@ -181,15 +181,10 @@ func openListed(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 		return errors.Is(err, rbloom.ErrNotFound) || errors.Is(err, rbloom.ErrNotFilter) || errors.Is(err, rbloom.ErrInvalidOptions)
 	}
 	f, err := rbloom.Open(ctx, rdb, name)
-	switch {
-	case errors.Is(err, rbloom.ErrDamaged):
-		return &listed{filter: true, damaged: true}, nil
-	case notFilter(err):
-		return &listed{}, nil
-	case err != nil:
-		return nil, err
+	var in *rbloom.Info
+	if err == nil {
+		in, err = f.Info(ctx)
 	}
-	in, err := f.Info(ctx)
 	switch {
 	case errors.Is(err, rbloom.ErrDamaged):
 		return &listed{filter: true, damaged: true}, nil
