@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -364,17 +363,7 @@ func TestFunctionsSurviveRestart(t *testing.T) {
 // (SCRIPT LOAD does not), so that after a failover the promoted replica
 // runs writes with UseFunctions at once.
 func TestFunctionsReplicated(t *testing.T) {
-	master := rbloomtest.StartServer(t, "--repl-diskless-sync-delay", "0")
-	replica := rbloomtest.StartServer(t, "--replicaof", "127.0.0.1", strings.Split(master.Addr(), ":")[1])
-	rdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
-	defer rdb.Close()
-	rep := redis.NewClient(&redis.Options{Addr: replica.Addr()})
-	defer rep.Close()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(rdb.Info(ctx, "replication").Val(), "state=online"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not sync with its master in 10 s")
-		}
-	}
+	master, _, rdb, rep := startReplicated(t)
 	// Installed after the replica synced: it comes by the replication stream.
 	must(0, InstallFunctions(ctx, rdb)).on(t)
 	must(0, rdb.ScriptLoad(ctx, luaConstants+filterLua+addLua).Err()).on(t)

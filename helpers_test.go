@@ -268,3 +268,19 @@ func inPartition(c *Counting, items []string, p int) []string {
 	}
 	return in
 }
+
+// startReplicated starts a master and its replica on loopback and returns
+// them and a client of each, once the master lists its replica online (as
+// WAIT counts replicas: the replica says its link is up before that).
+func startReplicated(t *testing.T) (master, replica *rbloomtest.Server, rdb, rep *redis.Client) {
+	t.Helper()
+	master = rbloomtest.StartServer(t, "--repl-diskless-sync-delay", "0")
+	replica = rbloomtest.StartServer(t, "--replicaof", "127.0.0.1", strings.Split(master.Addr(), ":")[1])
+	rdb = redis.NewClient(&redis.Options{Addr: master.Addr()})
+	rep = redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	t.Cleanup(func() { rdb.Close(); rep.Close() })
+	waitFor(t, "the replica to sync with its master", func() bool {
+		return strings.Contains(rdb.Info(ctx, "replication").Val(), "state=online")
+	})
+	return master, replica, rdb, rep
+}

@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/rbloom/rbloom/rbloomtest"
 )
 
 // TestWaitReplicas runs a master and a replica on loopback. With
@@ -19,22 +16,7 @@ import (
 // replica down, writes fail with ErrNotReplicated (they were applied on the
 // master, which the error says).
 func TestWaitReplicas(t *testing.T) {
-	master := rbloomtest.StartServer(t, "--repl-diskless-sync-delay", "0")
-	replica := rbloomtest.StartServer(t, "--replicaof", "127.0.0.1", strings.Split(master.Addr(), ":")[1])
-	rdb := redis.NewClient(&redis.Options{Addr: master.Addr()})
-	defer rdb.Close()
-	rep := redis.NewClient(&redis.Options{Addr: replica.Addr()})
-	defer rep.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		// The replica says its link is up before the master counts it:
-		// WAIT counts the replicas the master lists as online.
-		if strings.Contains(rdb.Info(ctx, "replication").Val(), "state=online") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not sync with its master in 10 s")
-		}
-	}
+	_, replica, rdb, rep := startReplicated(t)
 	c := must(NewCounting(rdb, "replicated", Options{Capacity: 1000, WaitReplicas: 1, WaitTimeout: 2 * time.Second})).on(t)
 	start := time.Now()
 	if _, err := c.AddMany(ctx, []string{"a", "b"}); err != nil {

@@ -87,12 +87,9 @@ local function absent()
   local out, added, k = {}, 0, f.k
   for i = 1, n do
     local first, last = (i - 1) * k + 1, i * k
-    local present = true
-    for t = first, last do
-      if (now[offsets[t]] or v[t]) == 0 then present = false break end
-    end
-    out[i] = present and '1' or '0'
-    if not present then
+    local seen = present(offsets, v, now, first, last)
+    out[i] = seen and '1' or '0'
+    if not seen then
       added = added + 1
       for t = first, last do
         local o = offsets[t]

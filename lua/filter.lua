@@ -183,6 +183,16 @@ local function canonical(argv, first)
   return nil
 end
 
+-- present reports whether the slots first..last of offsets are all
+-- non-zero: now[offset] where an earlier item of the same call changed it,
+-- else v[t], as read at the start of the call.
+local function present(offsets, v, now, first, last)
+  for t = first, last do
+    if (now[offsets[t]] or v[t]) == 0 then return false end
+  end
+  return true
+end
+
 -- slots checks argv[first..], the bit offsets of k slots per item, and
 -- returns the arguments of the one BITFIELD call that applies them, and the
 -- number of items; or nil, nil and an error reply. The call starts by changing

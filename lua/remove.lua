@@ -86,12 +86,9 @@ local function removeFrom(key)
   local out, removed = {}, 0
   for i = 1, n do
     local first, last = (i - 1) * k + 1, i * k
-    local present = true
-    for t = first, last do
-      if (now[offsets[t]] or v[t]) == 0 then present = false break end
-    end
-    out[i] = present and '1' or '0'
-    if present then
+    local seen = present(offsets, v, now, first, last)
+    out[i] = seen and '1' or '0'
+    if seen then
       removed = removed + 1
       for t = first, last do
         local o = offsets[t]
