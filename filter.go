@@ -88,16 +88,22 @@ func newFilter(rdb Client, name string, mode Mode, o Options) (*filter, error) {
 	return o.handle(rdb, name, h)
 }
 
+// checkHandleOf checks, before anything reaches Redis, what a handle of the
+// filter called name through rdb needs besides its parameters.
+func (o Options) checkHandleOf(rdb Client, name string) error {
+	if rdb == nil {
+		return fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+	}
+	if err := checkName(name); err != nil {
+		return err
+	}
+	return o.checkHandle()
+}
+
 // handle makes the handle, with o's settings, of the filter called name
 // whose partitions have header h.
 func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
-	if rdb == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
-	}
-	if err := checkName(name); err != nil {
-		return nil, err
-	}
-	if err := o.checkHandle(); err != nil {
+	if err := o.checkHandleOf(rdb, name); err != nil {
 		return nil, err
 	}
 	h.index, h.items = 0, 0

@@ -71,13 +71,7 @@ func openMode(ctx context.Context, rdb Client, name string, o Options, mode Mode
 }
 
 func open(ctx context.Context, rdb Client, name string, o Options) (*filter, error) {
-	if rdb == nil {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
-	}
-	if err := checkName(name); err != nil {
-		return nil, err
-	}
-	if err := o.checkHandle(); err != nil {
+	if err := o.checkHandleOf(rdb, name); err != nil {
 		return nil, err
 	}
 	prefix := cmp.Or(o.KeyPrefix, DefaultKeyPrefix)
