@@ -63,6 +63,7 @@ var libraryOps = []struct {
 	{addScript, "add", addLua},
 	{removeScript, "remove", removeLua},
 	{rebuildScript, "rebuild", rebuildLua},
+	{windowScript, "window", windowLua},
 }
 
 func newFunctionLibrary() functionLibrary {

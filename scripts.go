@@ -25,6 +25,10 @@ var (
 	//go:embed lua/rebuild.lua
 	rebuildLua    string
 	rebuildScript = redis.NewScript(luaConstants + filterLua + rebuildLua)
+
+	//go:embed lua/window.lua
+	windowLua    string
+	windowScript = redis.NewScript(luaConstants + filterLua + windowLua)
 )
 
 // luaConstants are the numbers of the format (header.go) and the limits

@@ -185,10 +185,12 @@ end
 
 -- present reports whether the slots first..last of offsets are all
 -- non-zero: now[offset] where an earlier item of the same call changed it,
--- else v[t], as read at the start of the call.
+-- else v[t], as read at the start of the call (nil: a key that does not
+-- exist).
 local function present(offsets, v, now, first, last)
   for t = first, last do
-    if (now[offsets[t]] or v[t]) == 0 then return false end
+    local c = now[offsets[t]] or v[t]
+    if not c or c == 0 then return false end
   end
   return true
 end

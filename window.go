@@ -1,0 +1,321 @@
+package rbloom
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A Window remembers events for a span of time and forgets them bucket by
+// bucket, never all at once: the deduplicator of a stream delivered at
+// least once. It is made of generations, one classic filter per time
+// bucket (10 minutes, say), each with the window's partitions and a TTL.
+// TestOrAdd answers whether an event was seen in any live generation and,
+// if not, adds it to the current one, atomically: the generations of a
+// partition share its cluster hash slot, so one script reads them all.
+//
+// The clock is the caller's (WindowOptions.Now, default time.Now). Every
+// call also reads the next bucket's generation, so that processes whose
+// clocks differ by up to one bucket see each other's events, and a bucket
+// boundary opens no gap: an event is remembered for at least Span and at
+// most Span plus one bucket. A Window is safe for concurrent use by
+// multiple goroutines.
+type Window struct {
+	f      *filter // one generation: the partitions' keys and headers
+	bucket time.Duration
+	gens   int // past generations read besides the current one: ceil(Span/Bucket)
+	// ttl is a generation's: it is read until gens+1 buckets after its
+	// own, and a clock a bucket ahead may create it a bucket early.
+	ttl time.Duration
+	now func() time.Time
+}
+
+// WindowOptions size a Window. EventsPerBucket, Bucket and Span are
+// required.
+type WindowOptions struct {
+	// EventsPerBucket is the number of events of one bucket: each
+	// generation is sized for it.
+	EventsPerBucket uint64
+
+	// ErrorRate is the false-positive rate wanted over the whole window,
+	// the union of its generations. Default DefaultErrorRate.
+	ErrorRate float64
+
+	// Bucket is the time of one generation: at least 1ms.
+	Bucket time.Duration
+
+	// Span is how long an event is remembered, at least: a whole number of
+	// buckets or not, at least one bucket and at most 10,000.
+	Span time.Duration
+
+	// Partitions, KeyPrefix, OnceWindow and UseFunctions are as in Options.
+	Partitions   int
+	KeyPrefix    string
+	OnceWindow   time.Duration
+	UseFunctions bool
+
+	// Now is the clock that picks the current bucket. Default time.Now.
+	Now func() time.Time
+}
+
+// NewWindow returns the window called name in the Redis that rdb reaches.
+// Like NewCounting, it validates its arguments and does not contact Redis.
+// Its keys are those of a filter of the same name followed by ":g:" and
+// the bucket's number (Unix time over Bucket).
+func NewWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
+	bad := func(format string, args ...any) (*Window, error) {
+		return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	switch {
+	case o.EventsPerBucket == 0:
+		return bad("EventsPerBucket is 0")
+	case o.Bucket < time.Millisecond:
+		return bad("Bucket = %v, want at least 1ms", o.Bucket)
+	case o.Span < o.Bucket || o.Span/o.Bucket > 10_000:
+		return bad("Span = %v, want 1 to 10,000 buckets of %v", o.Span, o.Bucket)
+	case math.IsNaN(o.ErrorRate) || o.ErrorRate < 0 || o.ErrorRate >= 1:
+		return bad("ErrorRate = %v, want a value in (0, 1)", o.ErrorRate)
+	}
+	gens := int((o.Span + o.Bucket - 1) / o.Bucket)
+	// An absent event is tested against up to gens+1 full generations: the
+	// window meets p when each meets 1 - (1-p)^(1/(gens+1)).
+	p := cmp.Or(o.ErrorRate, DefaultErrorRate)
+	perGen := -math.Expm1(math.Log1p(-p) / float64(gens+1))
+	fo := Options{Capacity: o.EventsPerBucket, ErrorRate: perGen, Partitions: o.Partitions,
+		KeyPrefix: o.KeyPrefix, OnceWindow: o.OnceWindow, UseFunctions: o.UseFunctions}
+	h, err := fo.resolve(ModeClassic)
+	if err != nil {
+		return nil, err
+	}
+	h.errorRate = p // the header records the window's target
+	f, err := fo.handle(rdb, name, h)
+	if err != nil {
+		return nil, err
+	}
+	w := &Window{f: f, bucket: o.Bucket, gens: gens, ttl: time.Duration(gens+3) * o.Bucket, now: o.Now}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	return w, nil
+}
+
+// TestOrAdd reports whether event was seen within the window and, if not,
+// adds it to the current generation, atomically.
+func (w *Window) TestOrAdd(ctx context.Context, event string) (bool, error) {
+	return first(w.testOrAdd(ctx, []string{event}, ""))
+}
+
+// TestOrAddMany is TestOrAdd for each event in order, each seeing the ones
+// before it: of two equal events in one batch the second answers true.
+func (w *Window) TestOrAddMany(ctx context.Context, events []string) ([]bool, error) {
+	return w.testOrAdd(ctx, events, "")
+}
+
+// TestOrAddManyOnce is TestOrAddMany applied at most once per batchID
+// within OnceWindow, as Counting.AddManyOnce: a consumer that replays a
+// batch gets its first decisions, and adds nothing.
+func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, batchID string) ([]bool, error) {
+	if batchID == "" || len(batchID) > 256 {
+		return nil, callError("window", fmt.Errorf("%w: operation id %q: want 1 to 256 bytes", ErrInvalidOptions, batchID))
+	}
+	return w.testOrAdd(ctx, events, batchID)
+}
+
+// Test reports for each event whether it was seen within the window, and
+// adds nothing. It runs no script: one pipeline of BITFIELD_RO per round
+// trip, one per live generation of each partition it touches.
+func (w *Window) Test(ctx context.Context, events []string) ([]bool, error) {
+	f := w.f
+	out := make([]bool, len(events))
+	b := w.current()
+	perCall := maxCallSlots / f.h.k
+	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
+		window := events[lo:hi]
+		pl := f.place(window)
+		pipe := f.rdb.Pipeline()
+		type read struct {
+			at   []int
+			gens []*redis.IntSliceCmd // one per live generation
+		}
+		var reads []read
+		for p, group := range pl.groups {
+			for a, z := range spans(len(group), perCall) {
+				r := read{at: group[a:z]}
+				for g := b - int64(w.gens); g <= b+1; g++ {
+					args := f.getArgs(append(make([]any, 0, 2+3*len(r.at)*f.h.k), "BITFIELD_RO", w.generation(p, g)), pl, r.at)
+					cmd := redis.NewIntSliceCmd(ctx, args...)
+					_ = pipe.Process(ctx, cmd)
+					r.gens = append(r.gens, cmd)
+				}
+				reads = append(reads, r)
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, callError("window test", err)
+		}
+		for _, r := range reads {
+			for _, cmd := range r.gens {
+				bits := cmd.Val() // a generation that does not exist reads as zeros
+				for j, pos := range r.at {
+					if !slices.Contains(bits[j*f.h.k:(j+1)*f.h.k], 0) {
+						out[lo+pos] = true
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// generation is the key of partition p's generation of bucket b.
+func (w *Window) generation(p int, b int64) string {
+	return w.f.parts[p].key + ":g:" + strconv.FormatInt(b, 10)
+}
+
+// current is the number of the bucket the clock is in.
+func (w *Window) current() int64 {
+	return w.now().UnixMilli() / w.bucket.Milliseconds()
+}
+
+func (w *Window) testOrAdd(ctx context.Context, events []string, onceID string) ([]bool, error) {
+	f := w.f
+	out := make([]bool, len(events))
+	b := w.current()
+	keep := strconv.FormatInt(opKeep.Milliseconds(), 10)
+	if onceID != "" {
+		keep = strconv.FormatInt(f.onceWindow.Milliseconds(), 10)
+	}
+	ttl := strconv.FormatInt(w.ttl.Milliseconds(), 10)
+	// Each call reads its events' bits in gens+2 generations: fewer events
+	// a call than an add, for the same bounded work.
+	perCall := max(1, 4*maxCallSlots/(f.h.k*(w.gens+2)))
+	seq := make([]int, len(f.parts))
+	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
+		window := events[lo:hi]
+		pl := f.place(window)
+		var calls []scriptCall
+		var answers [][]int
+		for p, group := range pl.groups {
+			keys := []string{"", w.generation(p, b), w.generation(p, b+1)}
+			for g := b - 1; g >= b-int64(w.gens); g-- {
+				keys = append(keys, w.generation(p, g))
+			}
+			for lo, hi := range spans(len(group), perCall) {
+				at := group[lo:hi]
+				call := scriptCall{keys: append([]string{}, keys...)}
+				tag := ""
+				call.keys[0] = randomRecordKey(f.parts[p].key)
+				if onceID != "" {
+					call.keys[0], tag = onceRecordKey(f.parts[p].key, "window", seq[p], onceID), f.digest(window, at)
+				}
+				seq[p]++
+				args := make([]any, 0, 4+len(at)*f.h.k)
+				call.args = f.offsetArgs(append(args, f.parts[p].head, ttl, keep, tag), pl, at)
+				calls = append(calls, call)
+				answers = append(answers, at)
+			}
+		}
+		replies, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl)
+		if err != nil {
+			return nil, callError("window", err)
+		}
+		for c, r := range replies {
+			if len(r) != len(answers[c]) {
+				return nil, callError("window", fmt.Errorf("script answered for %d events, want %d", len(r), len(answers[c])))
+			}
+			for j, pos := range answers[c] {
+				out[lo+pos] = r[j] == '1'
+			}
+		}
+	}
+	return out, nil
+}
+
+// WindowInfo describes a window's live generations as stored in Redis.
+type WindowInfo struct {
+	Name   string
+	Bucket time.Duration
+	// Slots and Hashes are m and k of one generation, over its partitions.
+	Slots  uint64
+	Hashes int
+	// ErrorRate is the false-positive rate the window was sized for.
+	ErrorRate float64
+	// Generations are the live generations that exist, oldest first.
+	Generations []GenerationInfo
+	// Bytes is the length of all of them.
+	Bytes int64
+}
+
+// GenerationInfo describes one generation of a window.
+type GenerationInfo struct {
+	Start time.Time     // the start of its bucket
+	Items int64         // the events added to it
+	Bytes int64         // the length of its partitions
+	TTL   time.Duration // the shortest time left before a partition expires
+}
+
+// Info reads the window's live generations, in one round trip.
+func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
+	f := w.f
+	b := w.current()
+	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
+	pipe := f.rdb.Pipeline()
+	type gen struct {
+		b     int64
+		heads []func() (string, int64, time.Duration, error)
+	}
+	var gens []gen
+	for g := b - int64(w.gens); g <= b+1; g++ {
+		gn := gen{b: g}
+		for p := range f.parts {
+			key := w.generation(p, g)
+			head, size, ttl := pipe.GetRange(ctx, key, 0, headerSize-1), pipe.StrLen(ctx, key), pipe.PTTL(ctx, key)
+			gn.heads = append(gn.heads, func() (string, int64, time.Duration, error) {
+				for _, err := range []error{head.Err(), size.Err(), ttl.Err()} {
+					if err != nil {
+						return "", 0, 0, err
+					}
+				}
+				return head.Val(), size.Val(), ttl.Val(), nil
+			})
+		}
+		gens = append(gens, gn)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, callError("window info", err)
+	}
+	for _, gn := range gens {
+		gi := GenerationInfo{Start: time.UnixMilli(gn.b * w.bucket.Milliseconds())}
+		exists := false
+		for p, read := range gn.heads {
+			head, size, ttl, err := read()
+			if err != nil {
+				return nil, callError("window info", err)
+			}
+			if head == "" {
+				continue
+			}
+			if err := f.check(p, head, size); err != nil {
+				return nil, callError("window info", err)
+			}
+			h, _ := parseHeader(head)
+			exists = true
+			gi.Items += h.items
+			gi.Bytes += size
+			if ttl > 0 && (gi.TTL == 0 || ttl < gi.TTL) {
+				gi.TTL = ttl
+			}
+		}
+		if exists {
+			in.Generations = append(in.Generations, gi)
+			in.Bytes += gi.Bytes
+		}
+	}
+	return in, nil
+}

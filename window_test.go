@@ -1,0 +1,208 @@
+package rbloom
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// clock is a settable clock for windows.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time       { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration)  { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
+func newClock(start time.Time) *clock { return &clock{t: start} }
+func events(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(prefix, i)
+	}
+	return out
+}
+
+// TestWindowRemembersForTheSpan: an event is seen for at least Span, a
+// bucket boundary opens no gap, and once it is older than Span plus a
+// bucket it is forgotten.
+func TestWindowRemembersForTheSpan(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		clk := newClock(time.UnixMilli(1_000_000_000_000))
+		w := must(NewWindow(rdb, "dedup", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 4 * time.Minute, Partitions: 2, Now: clk.now})).on(t)
+		evs := events("e", 300)
+		if got := must(w.TestOrAddMany(ctx, evs)).on(t); slices.Contains(got, true) {
+			t.Fatalf("first delivery: some events answered seen: %v", got)
+		}
+		// Every minute from just before the next boundary to the end of the
+		// span, redelivered events are all seen, and new ones are new.
+		clk.add(59 * time.Second)
+		for step := range 4 { // up to 3m59s: within the span of 4 minutes
+			for i, seen := range must(w.TestOrAddMany(ctx, evs)).on(t) {
+				if !seen {
+					t.Fatalf("%v after the first delivery: %q answered new", time.Duration(step)*time.Minute+59*time.Second, evs[i])
+				}
+			}
+			if seen := must(w.TestOrAdd(ctx, fmt.Sprint("fresh-", step))).on(t); seen {
+				t.Errorf("a new event answered seen")
+			}
+			clk.add(time.Minute)
+		}
+		// The events were redelivered, so never added again: past the span
+		// plus a bucket since their first delivery (now 5m59s), they are
+		// forgotten.
+		clk.add(time.Minute)
+		if seen := must(w.Test(ctx, evs[:10])).on(t); slices.Contains(seen, true) {
+			t.Errorf("Test past the span: %v, want all forgotten", seen)
+		}
+		forgotten := 0
+		for _, seen := range must(w.TestOrAddMany(ctx, evs)).on(t) {
+			if !seen {
+				forgotten++
+			}
+		}
+		if forgotten < len(evs)*9/10 {
+			t.Errorf("%d of %d events forgotten past the span, want nearly all", forgotten, len(evs))
+		}
+		in := must(w.Info(ctx)).on(t)
+		if len(in.Generations) == 0 || in.Generations[len(in.Generations)-1].Items == 0 {
+			t.Errorf("Info = %+v, want live generations with items", in)
+		}
+	})
+}
+
+// TestWindowClockSkew: two processes whose clocks are one bucket apart see
+// each other's events, whichever adds first.
+func TestWindowClockSkew(t *testing.T) {
+	rdb := realRedis(t)
+	start := time.UnixMilli(1_000_000_020_000)
+	behind, ahead := newClock(start), newClock(start.Add(time.Minute))
+	o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 10 * time.Minute}
+	o.Now = behind.now
+	wb := must(NewWindow(rdb, "skew", o)).on(t)
+	o.Now = ahead.now
+	wa := must(NewWindow(rdb, "skew", o)).on(t)
+	a, b := events("by-ahead-", 200), events("by-behind-", 200)
+	must(wa.TestOrAddMany(ctx, a)).on(t)
+	must(wb.TestOrAddMany(ctx, b)).on(t)
+	for name, got := range map[string][]bool{
+		"the behind clock, events of the ahead one": must(wb.TestOrAddMany(ctx, a)).on(t),
+		"the ahead clock, events of the behind one": must(wa.TestOrAddMany(ctx, b)).on(t),
+	} {
+		if slices.Contains(got, false) {
+			t.Errorf("%s: some answered new", name)
+		}
+	}
+}
+
+// TestWindowFalsePositives: with every generation full, the rate of new
+// events answered seen stays near the window's target.
+func TestWindowFalsePositives(t *testing.T) {
+	rdb := realRedis(t)
+	clk := newClock(time.UnixMilli(1_000_000_040_000))
+	const perBucket, p = 2000, 0.01
+	w := must(NewWindow(rdb, "fpr", WindowOptions{EventsPerBucket: perBucket, ErrorRate: p, Bucket: time.Minute, Span: 3 * time.Minute, Now: clk.now})).on(t)
+	for g := range 4 { // the current generation and the 3 before it, all full
+		must(w.TestOrAddMany(ctx, events(fmt.Sprint("g", g, "-"), perBucket))).on(t)
+		clk.add(time.Minute)
+	}
+	clk.add(-time.Minute)
+	fresh := events("never-", 20_000)
+	seen := 0
+	for _, s := range must(w.Test(ctx, fresh)).on(t) {
+		if s {
+			seen++
+		}
+	}
+	rate := float64(seen) / float64(len(fresh))
+	t.Logf("%d of %d new events answered seen: %.4f, target %v over the window", seen, len(fresh), rate, p)
+	if rate > 1.3*p {
+		t.Errorf("false-positive rate %.4f, want near %v", rate, p)
+	}
+}
+
+// TestWindowOnce: a replayed batch gets its first decisions.
+func TestWindowOnce(t *testing.T) {
+	rdb := realRedis(t)
+	w := must(NewWindow(rdb, "once", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: time.Hour, Partitions: 3})).on(t)
+	batch := append(events("x", 100), "x1", "x2")
+	first := must(w.TestOrAddManyOnce(ctx, batch, "topic/0/0-101")).on(t)
+	before := dump(t, rdb)
+	if again := must(w.TestOrAddManyOnce(ctx, batch, "topic/0/0-101")).on(t); !slices.Equal(again, first) {
+		t.Errorf("a replayed batch got other answers")
+	}
+	if !maps.Equal(before, dump(t, rdb)) {
+		t.Error("a replayed batch changed Redis")
+	}
+	if first[100] != true || first[0] != false {
+		t.Errorf("answers %v: the repeated x1 should be seen, the first new", first)
+	}
+	// The same through the function library.
+	must(0, InstallFunctions(ctx, rdb)).on(t)
+	wf := must(NewWindow(rdb, "once", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: time.Hour, Partitions: 3, UseFunctions: true})).on(t)
+	if got := must(wf.TestOrAddMany(ctx, []string{"x0", "by-fcall"})).on(t); !slices.Equal(got, []bool{true, false}) {
+		t.Errorf("TestOrAddMany by FCALL = %v, want [true false]", got)
+	}
+	for _, ttl := range rdb.Keys(ctx, "rbloom:*:g:*").Val() {
+		if d := rdb.PTTL(ctx, ttl).Val(); d <= 0 || d > 63*time.Minute {
+			t.Errorf("%s: TTL %v, want at most Span plus 3 buckets", ttl, d)
+		}
+	}
+}
+
+// TestWindowCluster runs a window whose partitions are spread over the
+// masters of a cluster.
+func TestWindowCluster(t *testing.T) {
+	_, rdb := clusterClient(t)
+	w := must(NewWindow(rdb, "spread", WindowOptions{EventsPerBucket: 3000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 6})).on(t)
+	evs := events("c", 1000)
+	if slices.Contains(must(w.TestOrAddMany(ctx, evs)).on(t), true) {
+		t.Error("first delivery: some events answered seen")
+	}
+	if slices.Contains(must(w.TestOrAddMany(ctx, evs)).on(t), false) {
+		t.Error("redelivery: some events answered new")
+	}
+}
+
+// BenchmarkWindow measures TestOrAddMany of new events in batches of 1,000
+// on a real redis-server, for windows of 4 and 24 generations that all
+// exist, sized for 10^6 events an hour at 1e-6 over the window, and
+// reports events/s and the server's µs per event (INFO commandstats).
+func BenchmarkWindow(b *testing.B) {
+	rdb := realRedis(b)
+	for _, gens := range []int{4, 24} {
+		b.Run(fmt.Sprint(gens, "gens"), func(b *testing.B) {
+			clk := newClock(time.UnixMilli(1_000_000_000_000))
+			w, err := NewWindow(rdb, fmt.Sprint("bench-", gens), WindowOptions{EventsPerBucket: 1_000_000, ErrorRate: 1e-6,
+				Bucket: time.Hour, Span: time.Duration(gens) * time.Hour, Now: clk.now})
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Every past generation exists, so that each call reads them all.
+			for g := range gens + 1 {
+				if _, err := w.TestOrAddMany(ctx, events(fmt.Sprint("past", g, "-"), 1000)); err != nil {
+					b.Fatal(err)
+				}
+				clk.add(time.Hour)
+			}
+			clk.add(-time.Hour)
+			rdb.ConfigResetStat(ctx)
+			n := 0
+			for b.Loop() {
+				if _, err := w.TestOrAddMany(ctx, events(fmt.Sprint("b", n, "-"), 1000)); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			_, usec := commandStat(b, rdb, "evalsha")
+			calls, _ := commandStat(b, rdb, "evalsha")
+			b.ReportMetric(float64(n*1000)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(usec*float64(calls)/float64(n*1000), "server-µs/event")
+		})
+	}
+}
