@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -205,4 +206,40 @@ func BenchmarkWindow(b *testing.B) {
 			b.ReportMetric(usec*float64(calls)/float64(n*1000), "server-µs/event")
 		})
 	}
+}
+
+// TestWindowForgedArguments calls window.lua directly with arguments the
+// library never sends: each call is refused and nothing changes.
+func TestWindowForgedArguments(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		w := must(NewWindow(rdb, "forged", WindowOptions{EventsPerBucket: 100, Bucket: time.Minute, Span: 2 * time.Minute})).on(t)
+		must(w.TestOrAdd(ctx, "a")).on(t)
+		b := w.current()
+		keys := []string{w.f.parts[0].key + ":op:forged", w.generation(0, b), w.generation(0, b+1), w.generation(0, b-1)}
+		counting := must(NewCounting(rdb, "forged", Options{Capacity: 100})).on(t)
+		ok := []any{strconv.Itoa(headerBits)}
+		for len(ok) < w.f.h.k {
+			ok = append(ok, strconv.Itoa(headerBits+len(ok)))
+		}
+		before := dump(t, rdb)
+		for name, args := range map[string][]any{
+			"counting header": append([]any{counting.f.parts[0].head, "60000", "60000", ""}, ok...),
+			"bad TTL":         append([]any{w.f.parts[0].head, "0", "60000", ""}, ok...),
+			"bad keep":        append([]any{w.f.parts[0].head, "60000", "x", ""}, ok...),
+			"tag with colon":  append([]any{w.f.parts[0].head, "60000", "60000", "a:b"}, ok...),
+			"offset past m":   append([]any{w.f.parts[0].head, "60000", "60000", ""}, append(slices.Clone(ok[1:]), strconv.Itoa(headerBits+int(w.f.h.m)))...),
+			"hex offset":      append([]any{w.f.parts[0].head, "60000", "60000", ""}, append(slices.Clone(ok[1:]), "0x200")...),
+			"half an event":   append([]any{w.f.parts[0].head, "60000", "60000", ""}, ok[1:]...),
+		} {
+			for _, current := range []string{keys[1], keys[2]} { // existing, then missing
+				k := append([]string{keys[0], current}, keys[2:]...)
+				if err := windowScript.Run(ctx, rdb, k, args...).Err(); err == nil {
+					t.Errorf("%s on %s: no error", name, current)
+				}
+			}
+		}
+		if after := dump(t, rdb); !maps.Equal(before, after) {
+			t.Errorf("forged calls changed Redis")
+		}
+	})
 }
