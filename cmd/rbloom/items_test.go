@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -125,4 +126,19 @@ func TestMissingOrForeignFilter(t *testing.T) {
 		t.Errorf("after the failed commands, the key holds %q, %v; want it untouched", v, err)
 	}
 	rb(t, u, "", "test", "bad{name", "x").fails(t, "test bad{name: ", "invalid options: name")
+}
+
+// TestWindowCommand test-or-adds items in a window and lists its
+// generations.
+func TestWindowCommand(t *testing.T) {
+	t.Parallel()
+	u := miniURL(t)
+	flags := []string{"--events", "1e3", "--bucket", "1h", "--span", "24h"}
+	rb(t, u, "", append([]string{"window", "w"}, append(flags, "a", "b", "a")...)...).ok(t, "new\ta\nnew\tb\nseen\ta\n")
+	rb(t, u, "b\nc\n", append([]string{"window", "w"}, flags...)...).ok(t, "seen\tb\nnew\tc\n")
+	r := rb(t, u, "", append([]string{"window", "w", "--info"}, flags...)...)
+	if r.code != 0 || !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:00:00Z\t3\t\d+\t27h0m0s\n$`).MatchString(r.stdout) {
+		t.Errorf("window --info: %+v, want one generation of 3 items and a TTL of 27h (the span and 3 buckets)", r)
+	}
+	rb(t, u, "", "window", "w", "a").fails(t, "give --events N, --bucket D and --span D")
 }

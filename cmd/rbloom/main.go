@@ -19,6 +19,9 @@
 //	test NAME [ITEM...]   print "maybe" or "absent"; exit 1 if one is absent
 //	remove NAME [ITEM...] print "removed" or "absent" (nothing changed)
 //	count NAME [ITEM...]  print the item's count, 0 to 15: an upper bound
+//	window NAME --events N --bucket D --span D [ITEM...]
+//	                      print "new" (added) or "seen" (within the span), in
+//	                      a window of generations; --info lists them
 //
 //	load NAME [FILE]      add every line of FILE (or stdin) in batches
 //	unload NAME [FILE]    remove every line of FILE (or stdin) in batches
@@ -111,6 +114,12 @@ Items, as arguments or one per line on stdin; one line out per item,
   test NAME [ITEM...]   maybe, or absent (definitely); exit 1 if one is absent
   remove NAME [ITEM...] removed, or absent (nothing changed); counting only
   count NAME [ITEM...]  its count, 0 to 15 (an upper bound); counting only
+  window NAME --events N --bucket D --span D [--error-rate P] [ITEM...]
+                        new (added now), or seen within the span, in a window
+                        of one filter per bucket (Go: rbloom.NewWindow); a
+                        window stores no settings: give the same every time.
+                        --info lists its live generations instead: START,
+                        ITEMS, BYTES, TTL, tab-separated
 
 Bulk, one item per line of FILE or stdin; a progress bar on a terminal:
   load NAME [FILE]      add them all
@@ -243,6 +252,7 @@ var commands = []command{
 	{"test", "NAME [ITEM...]", 1, -1, setupTest},
 	{"remove", "NAME [ITEM...]", 1, -1, setupRemove},
 	{"count", "NAME [ITEM...]", 1, -1, setupCount},
+	{"window", "NAME [ITEM...]", 1, -1, setupWindow},
 	{"load", "NAME [FILE]", 1, 2, setupLoad},
 	{"unload", "NAME [FILE]", 1, 2, setupUnload},
 	{"rebuild", "NAME [FILE]", 1, 2, setupRebuild},
