@@ -2,6 +2,7 @@ package rbloom
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"time"
@@ -136,6 +137,9 @@ func (f *filter) readInfo(ctx context.Context) (*Info, error) {
 				}
 			}
 			pi.Err = f.partitionErr(p, c.head, c.size)
+			if pi.Err != nil && !isContentError(pi.Err) {
+				return nil, pi.Err // the server refused (an ACL, say): nothing is known
+			}
 			if pi.Err == nil {
 				h, _ := parseHeader(c.head.Val()) // check has parsed it
 				sound++
@@ -172,6 +176,12 @@ func (f *filter) readInfo(ctx context.Context) (*Info, error) {
 	return in, nil
 }
 
+// isContentError reports whether err says what a key holds, rather than
+// that Redis could not be asked.
+func isContentError(err error) bool {
+	return errors.Is(err, ErrNotFilter) || errors.Is(err, ErrParamsMismatch) || errors.Is(err, ErrDamaged)
+}
+
 // partitionErr returns why the key of partition p, which exists, is not a
 // sound partition of f, from its header and length, or nil.
 func (f *filter) partitionErr(p int, head *redis.StringCmd, size *redis.IntCmd) error {
@@ -187,11 +197,8 @@ func (f *filter) partitionErr(p int, head *redis.StringCmd, size *redis.IntCmd) 
 }
 
 // scan counts the non-zero and saturated slots of every sound partition
-// and sets the measured false-positive rate. A classic partition takes one
-// BITCOUNT; a counting one is read scanBytes at a time, 16 reads (1 MiB) a
-// round trip, so that neither Redis nor the client holds much at once. Writes may run meanwhile: the counts are then of no
-// single instant. Cost: the filter's size in transfer, about 1 ms of
-// Redis time per 2 MiB of counters.
+// (scanPartition) and sets the measured false-positive rate. Writes may run
+// meanwhile: the counts are then of no single instant.
 func (f *filter) scan(ctx context.Context, in *Info) error {
 	var sumRate float64
 	for p := range in.Partitions {

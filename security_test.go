@@ -322,6 +322,10 @@ func TestScriptErrorIsNotWrongType(t *testing.T) {
 	if err == nil || errors.Is(err, ErrNotFilter) {
 		t.Errorf("Add on a healthy filter by a user without GETRANGE: %v, want the ACL refusal, not ErrNotFilter", err)
 	}
+	// Info, likewise, fails: a refusal says nothing of what the key holds.
+	if in, err := newCounting(t, app, "healthy", Options{Capacity: 100}).Info(ctx); err == nil {
+		t.Errorf("Info by a user without GETRANGE = damaged %v, no error; want the ACL refusal", in.Damaged)
+	}
 }
 
 // TestTLS runs the whole API over TLS to a server that has no plain port,

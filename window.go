@@ -199,38 +199,26 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, onceID string) 
 	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
 		window := events[lo:hi]
 		pl := f.place(window)
-		var calls []scriptCall
-		var answers [][]int
-		for p, group := range pl.groups {
-			keys := []string{"", w.generation(p, b), w.generation(p, b+1)}
+		calls, answers := pack(pl, perCall, seq, func(p, seq int, at []int) scriptCall {
+			// The current generation, the next, then the past ones.
+			keys := []string{randomRecordKey(f.parts[p].key), w.generation(p, b), w.generation(p, b+1)}
 			for g := b - 1; g >= b-int64(w.gens); g-- {
 				keys = append(keys, w.generation(p, g))
 			}
-			for lo, hi := range spans(len(group), perCall) {
-				at := group[lo:hi]
-				call := scriptCall{keys: append([]string{}, keys...)}
-				tag := ""
-				call.keys[0] = randomRecordKey(f.parts[p].key)
-				if onceID != "" {
-					call.keys[0], tag = onceRecordKey(f.parts[p].key, "window", seq[p], onceID), f.digest(window, at)
-				}
-				seq[p]++
-				args := make([]any, 0, 4+len(at)*f.h.k)
-				call.args = f.offsetArgs(append(args, f.parts[p].head, ttl, keep, tag), pl, at)
-				calls = append(calls, call)
-				answers = append(answers, at)
+			tag := ""
+			if onceID != "" {
+				keys[0], tag = onceRecordKey(f.parts[p].key, "window", seq, onceID), f.digest(window, at)
 			}
-		}
+			args := make([]any, 0, 4+len(at)*f.h.k)
+			return scriptCall{keys: keys, args: f.offsetArgs(append(args, f.parts[p].head, ttl, keep, tag), pl, at)}
+		})
 		replies, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl)
 		if err != nil {
 			return nil, callError("window", err)
 		}
 		for c, r := range replies {
-			if len(r) != len(answers[c]) {
-				return nil, callError("window", fmt.Errorf("script answered for %d events, want %d", len(r), len(answers[c])))
-			}
-			for j, pos := range answers[c] {
-				out[lo+pos] = r[j] == '1'
+			if err := answer(r, answers[c], out[lo:]); err != nil {
+				return nil, callError("window", err)
 			}
 		}
 	}

@@ -84,16 +84,10 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 	seq := make([]int, len(f.parts)) // the calls made so far to each partition
 	for lo, hi := range spans(len(items), maxRoundTripSlots/f.h.k) {
 		window := items[lo:hi]
-		var calls []scriptCall
-		var answers [][]int // the positions in window each call answers for
 		pl := f.place(window)
-		for p, group := range pl.groups {
-			for a, b := range spans(len(group), perCall) {
-				calls = append(calls, f.call(op, p, seq[p], window, pl, group[a:b]))
-				seq[p]++
-				answers = append(answers, group[a:b])
-			}
-		}
+		calls, answers := pack(pl, perCall, seq, func(p, seq int, at []int) scriptCall {
+			return f.call(op, p, seq, window, pl, at)
+		})
 		// A call answers '?' when its partition does not exist and it may
 		// not create it; settle decides, and the calls go again.
 		for try := 0; len(calls) > 0; try++ {
@@ -108,12 +102,9 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 					again, againAt = append(again, calls[c]), append(againAt, answers[c])
 					continue
 				}
-				r = strings.TrimPrefix(r, "+") // the call created its partition
-				if len(r) != len(answers[c]) {
-					return fmt.Errorf("rbloom: script answered for %d items, want %d", len(r), len(answers[c]))
-				}
-				for j, pos := range answers[c] {
-					out[lo+pos] = r[j] == '1'
+				// A '+' says that the call created its partition.
+				if err := answer(strings.TrimPrefix(r, "+"), answers[c], out[lo:]); err != nil {
+					return err
 				}
 			}
 			if len(again) == 0 {
@@ -137,6 +128,35 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 			}
 			calls, answers = again, againAt
 		}
+	}
+	return nil
+}
+
+// pack makes the script calls for the items placed by pl: one per perCall
+// items of each partition, made by call, and the positions each answers
+// for. seq counts the calls made to each partition so far, across the
+// windows of a batch (see call).
+func pack(pl placement, perCall int, seq []int, call func(p, seq int, at []int) scriptCall) ([]scriptCall, [][]int) {
+	var calls []scriptCall
+	var answers [][]int
+	for p, group := range pl.groups {
+		for a, z := range spans(len(group), perCall) {
+			calls = append(calls, call(p, seq[p], group[a:z]))
+			answers = append(answers, group[a:z])
+			seq[p]++
+		}
+	}
+	return calls, answers
+}
+
+// answer sets out at positions at from a script's reply r, a '1' or '0'
+// per item.
+func answer(r string, at []int, out []bool) error {
+	if len(r) != len(at) {
+		return fmt.Errorf("rbloom: script answered for %d items, want %d", len(r), len(at))
+	}
+	for j, pos := range at {
+		out[pos] = r[j] == '1'
 	}
 	return nil
 }
