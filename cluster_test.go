@@ -287,7 +287,7 @@ func TestLargeFilter(t *testing.T) {
 	if n := rdb.DBSize(ctx).Val(); n != 0 {
 		var left []string
 		for _, k := range rdb.Keys(ctx, "*").Val() {
-			if !strings.Contains(k, ":op:") {
+			if !strings.Contains(k, ":r:") {
 				left = append(left, k)
 			}
 		}

@@ -312,7 +312,7 @@ func TestScriptErrorCodes(t *testing.T) {
 	code := regexp.MustCompile(`^RBLOOM_[A-Z]+ `)
 	for _, name := range sortedKeys(calls) {
 		cl := calls[name]
-		err := cl.script.Run(ctx, rdb, []string{cl.key, cl.key + ":op:forged-" + name}, cl.args...).Err()
+		err := cl.script.Run(ctx, rdb, forgedKeys(cl.key), cl.args...).Err()
 		var rerr redis.Error
 		switch {
 		case err == nil:

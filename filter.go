@@ -66,12 +66,14 @@ type filter struct {
 	h          header // index 0; m is the slots of one partition
 	parts      []part
 	ttl        time.Duration
-	ttlMS      string        // ttl in ms, as add.lua takes it
-	partLimit  string        // the most items add.lua lets a partition hold, "0" for no bound
-	onceWindow time.Duration // how long AddOnce and RemoveOnce remember an id
-	repl       replication   // replicas every write waits for
-	fcall      bool          // writes call the Redis functions (Options.UseFunctions)
-	mustExist  bool          // a missing filter is an error, not empty
+	ttlMS      string           // ttl in ms, as add.lua takes it
+	partLimit  string           // the most items add.lua lets a partition hold, "0" for no bound
+	onceWindow time.Duration    // how long AddOnce and RemoveOnce remember an id
+	repl       replication      // replicas every write waits for
+	fcall      bool             // writes call the Redis functions (Options.UseFunctions)
+	mustExist  bool             // a missing filter is an error, not empty
+	now        func() time.Time // the clock that picks record buckets (records.go)
+	records    *records         // names this handle's random records
 }
 
 // part is one partition: its key and the header the scripts expect there.
@@ -109,10 +111,11 @@ func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
 	h.index, h.items = 0, 0
 	f := &filter{rdb: rdb, name: name, h: h, ttl: o.TTL, ttlMS: strconv.FormatInt(o.TTL.Milliseconds(), 10),
 		partLimit: "0", onceWindow: cmp.Or(o.OnceWindow, DefaultOnceWindow), mustExist: o.MustExist,
-		fcall: o.UseFunctions}
+		fcall: o.UseFunctions, now: time.Now}
 	for i, key := range partitionKeys(cmp.Or(o.KeyPrefix, DefaultKeyPrefix), name, int(h.partitions)) {
 		f.parts = append(f.parts, part{key: key, head: h.withIndex(i).encode()})
 	}
+	f.records = newRecords(len(f.parts))
 	if o.MaxItems > 0 {
 		// Items spread evenly over the partitions; each gets its share.
 		per := (o.MaxItems + uint64(len(f.parts)) - 1) / uint64(len(f.parts))

@@ -284,3 +284,13 @@ func startReplicated(t *testing.T) (master, replica *rbloomtest.Server, rdb, rep
 	})
 	return master, replica, rdb, rep
 }
+
+// forgedField is a record field of the right length (RECORD_FIELD) for
+// calls made to the scripts directly.
+const forgedField = "forged-field"
+
+// forgedKeys are the keys of a direct call of add.lua or remove.lua to the
+// partition at key: it, its copy, and one hash for the call's record.
+func forgedKeys(key string) []string {
+	return []string{key, copyKey(key), key + ":r:forged"}
+}

@@ -1,10 +1,7 @@
 package rbloom
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"strconv"
 )
 
 // The names of every Redis key rbloom uses, with the default prefix
@@ -15,10 +12,11 @@ import (
 //
 //	rbloom:{tag}                   a partition
 //	rbloom:{tag}:next              its copy while a rebuild fills it
-//	rbloom:{tag}:op:<32 hex>       the record of one write call (a minute)
-//	rbloom:{tag}:once:add:<n>:<id>     the record of the n-th call to this
-//	                                   partition of an add under operation id
-//	rbloom:{tag}:once:remove:<n>:<id>  the same for a remove
+//	rbloom:{tag}:r:<b>:<handle>:<n>  a hash of write records: the n-th
+//	                                 hundred of a handle's calls to the
+//	                                 partition in record bucket b
+//	rbloom:{tag}:r:<b>:once:<s>      records of operation ids in bucket b,
+//	                                 shard s of 256 (see records.go)
 
 // DefaultKeyPrefix starts every key when Options.KeyPrefix is empty.
 const DefaultKeyPrefix = "rbloom:"
@@ -49,20 +47,3 @@ func printable(s string) bool {
 
 // copyKey is the key of the copy of the partition at key, during a rebuild.
 func copyKey(key string) string { return key + ":next" }
-
-// randomRecordKey is a fresh key for the record of one call to the
-// partition at key: a call go-redis re-sends after losing its reply finds
-// it and is not applied twice.
-func randomRecordKey(key string) string {
-	var id [16]byte
-	rand.Read(id[:]) // never fails (crypto/rand documents it)
-	return key + ":op:" + hex.EncodeToString(id[:])
-}
-
-// onceRecordKey is the key of the record of the seq-th call of an op ("add"
-// or "remove") on the partition at key under the caller's operation id.
-// Adds and removes keep their ids apart; seq comes before the id, which may
-// hold anything, so that no two (seq, id) share a key.
-func onceRecordKey(key, op string, seq int, id string) string {
-	return key + ":once:" + op + ":" + strconv.Itoa(seq) + ":" + id
-}

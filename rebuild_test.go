@@ -135,7 +135,7 @@ func keysOf(m map[string]bool) []string {
 func filterKeys(t *testing.T, rdb redis.UniversalClient) map[string]string {
 	out := dump(t, rdb)
 	for k := range out {
-		if strings.Contains(k, ":op:") {
+		if strings.Contains(k, ":r:") {
 			delete(out, k)
 		}
 	}

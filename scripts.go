@@ -3,6 +3,7 @@ package rbloom
 import (
 	_ "embed"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -47,10 +48,8 @@ local COUNTING, CLASSIC = %d, %d
 local MAX_HASHES = %d
 local MAX_PARTITIONS = %d
 local MAX_STRING_BYTES = %d
-local MAX_TAG = %d
+local RESERVED = "%s" -- the zero bytes after RESERVED_BYTE
+local RECORD_FIELD, RECORD_TAG, ONCE_RECORD_KEYS = %d, %d, %d
 `, headerSize, identitySize, itemsByte, markByte, reservedByte, magic, formatVersion,
-	ModeCounting, ModeClassic, MaxHashes, MaxPartitions, maxStringBytes, maxTagBytes)
-
-// maxTagBytes bounds the tag of an operation record (a digest: 32 hex
-// digits).
-const maxTagBytes = 64
+	ModeCounting, ModeClassic, MaxHashes, MaxPartitions, maxStringBytes,
+	strings.Repeat(`\0`, headerSize-reservedByte), onceFieldBytes, recordTagBytes, onceRecordKeys)

@@ -51,34 +51,35 @@ func TestForgedArguments(t *testing.T) {
 		for _, key := range []string{c.f.parts[0].key, keyOf(DefaultKeyPrefix, "missing")} {
 			before := dump(t, rdb)
 			for name, slots := range adds {
-				args := append([]any{c.f.parts[0].head, "0", "60000", "1", "0", "", "0"}, slots...)
-				err := addScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
+				args := append([]any{c.f.parts[0].head, "0", "60000", "1", "0", forgedField, "", "0"}, slots...)
+				err := addScript.Run(ctx, rdb, forgedKeys(key), args...).Err()
 				if err == nil {
 					t.Errorf("add on %s with %s: no error", key, name)
 				}
 			}
 			for name, args := range map[string][]any{
-				"bad TTL":         append([]any{c.f.parts[0].head, "abc", "60000", "1", "0", "", "0"}, ok...),
-				"negative TTL":    append([]any{c.f.parts[0].head, "-1", "60000", "1", "0", "", "0"}, ok...),
-				"zero keep":       append([]any{c.f.parts[0].head, "0", "0", "1", "0", "", "0"}, ok...),
-				"bad create":      append([]any{c.f.parts[0].head, "0", "60000", "2", "0", "", "0"}, ok...),
-				"bad limit":       append([]any{c.f.parts[0].head, "0", "60000", "1", "-1", "", "0"}, ok...),
-				"limit reached":   append([]any{c.f.parts[0].head, "0", "60000", "1", "1", "", "0"}, append(slices.Clone(ok), ok...)...),
-				"bad only-absent": append([]any{c.f.parts[0].head, "0", "60000", "1", "0", "", "2"}, ok...),
-				"tag with colon":  append([]any{c.f.parts[0].head, "0", "60000", "1", "0", "a:b", "0"}, ok...),
-				"long tag":        append([]any{c.f.parts[0].head, "0", "60000", "1", "0", strings.Repeat("a", 65), "0"}, ok...),
-				"short header":    append([]any{c.f.parts[0].head[:63], "0", "60000", "1", "0", "", "0"}, ok...),
-				"huge m":          append([]any{huge, "0", "60000", "1", "0", "", "0"}, ok...),
-				"foreign header":  append([]any{strings.Repeat("x", 64), "0", "60000", "1", "0", "", "0"}, ok...),
+				"bad TTL":         append([]any{c.f.parts[0].head, "abc", "60000", "1", "0", forgedField, "", "0"}, ok...),
+				"negative TTL":    append([]any{c.f.parts[0].head, "-1", "60000", "1", "0", forgedField, "", "0"}, ok...),
+				"zero keep":       append([]any{c.f.parts[0].head, "0", "0", "1", "0", forgedField, "", "0"}, ok...),
+				"bad create":      append([]any{c.f.parts[0].head, "0", "60000", "2", "0", forgedField, "", "0"}, ok...),
+				"bad limit":       append([]any{c.f.parts[0].head, "0", "60000", "1", "-1", forgedField, "", "0"}, ok...),
+				"limit reached":   append([]any{c.f.parts[0].head, "0", "60000", "1", "1", forgedField, "", "0"}, append(slices.Clone(ok), ok...)...),
+				"bad only-absent": append([]any{c.f.parts[0].head, "0", "60000", "1", "0", forgedField, "", "2"}, ok...),
+				"short tag":       append([]any{c.f.parts[0].head, "0", "60000", "1", "0", forgedField, "short", "0"}, ok...),
+				"long field":      append([]any{c.f.parts[0].head, "0", "60000", "1", "0", strings.Repeat("a", 13), "", "0"}, ok...),
+				"tag, one key":    append([]any{c.f.parts[0].head, "0", "60000", "1", "0", forgedField, "12345678", "0"}, ok...),
+				"short header":    append([]any{c.f.parts[0].head[:63], "0", "60000", "1", "0", forgedField, "", "0"}, ok...),
+				"huge m":          append([]any{huge, "0", "60000", "1", "0", forgedField, "", "0"}, ok...),
+				"foreign header":  append([]any{strings.Repeat("x", 64), "0", "60000", "1", "0", forgedField, "", "0"}, ok...),
 			} {
-				err := addScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
+				err := addScript.Run(ctx, rdb, forgedKeys(key), args...).Err()
 				if err == nil {
 					t.Errorf("add on %s with %s: no error", key, name)
 				}
 			}
 			for name, slots := range adds {
-				args := append([]any{c.f.parts[0].head, "60000", ""}, slots...)
-				err := removeScript.Run(ctx, rdb, []string{key, key + ":op:forged"}, args...).Err()
+				args := append([]any{c.f.parts[0].head, "60000", forgedField, ""}, slots...)
+				err := removeScript.Run(ctx, rdb, forgedKeys(key), args...).Err()
 				// Lua's tonumber reads some of the bad offsets ("0x200",
 				// "0512", " 512") and only BITFIELD refuses them; on a
 				// missing filter remove answers "absent" without calling

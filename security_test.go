@@ -25,16 +25,16 @@ import (
 var aclCommands = []string{
 	"+evalsha",      // every write runs add.lua or remove.lua by hash
 	"+eval",         // ... and sends the script again after NOSCRIPT
-	"+get",          // scripts: has this operation id been applied already?
-	"+set",          // scripts: record the operation id's answer
+	"+hget",         // scripts: has this call been applied already? (records.go)
+	"+hset",         // scripts: record the call's answer
 	"+bitfield",     // scripts: increment and decrement slots
 	"+setrange",     // add.lua: write the header of a partition it creates
-	"+pexpire",      // add.lua: give a partition it creates Options.TTL
+	"+pexpire",      // scripts: give a partition Options.TTL, a record hash its own
 	"+getrange",     // reads, Info, Open and scripts: read the header
 	"+strlen",       // reads, Info and scripts: check the length
 	"+exists",       // reads, Info, Open, scripts: does the partition exist?
 	"+bitfield_ro",  // reads, and remove.lua: read slots
-	"+pttl",         // Info: the TTL left
+	"+pttl",         // Info: the TTL left; scripts: has a record hash a TTL yet?
 	"+memory|usage", // Info: the bytes a partition takes
 	"+bitcount",     // Info: count the set bits of a classic filter
 	"+del",          // Drop, and rebuild.lua: drop an aborted copy

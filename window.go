@@ -187,9 +187,9 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, onceID string) 
 	f := w.f
 	out := make([]bool, len(events))
 	b := w.current()
-	keep := strconv.FormatInt(opKeep.Milliseconds(), 10)
+	keep := opKeep
 	if onceID != "" {
-		keep = strconv.FormatInt(f.onceWindow.Milliseconds(), 10)
+		keep = f.onceWindow
 	}
 	ttl := strconv.FormatInt(w.ttl.Milliseconds(), 10)
 	// Each call reads its events' bits in gens+2 generations: fewer events
@@ -200,17 +200,17 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, onceID string) 
 		window := events[lo:hi]
 		pl := f.place(window)
 		calls, answers := pack(pl, perCall, seq, func(p, seq int, at []int) scriptCall {
-			// The current generation, the next, then the past ones.
-			keys := []string{randomRecordKey(f.parts[p].key), w.generation(p, b), w.generation(p, b+1)}
+			// The current generation, the next, the past ones, then the
+			// record's hashes.
+			keys := []string{w.generation(p, b), w.generation(p, b+1)}
 			for g := b - 1; g >= b-int64(w.gens); g-- {
 				keys = append(keys, w.generation(p, g))
 			}
-			tag := ""
-			if onceID != "" {
-				keys[0], tag = onceRecordKey(f.parts[p].key, "window", seq, onceID), f.digest(window, at)
-			}
-			args := make([]any, 0, 4+len(at)*f.h.k)
-			return scriptCall{keys: keys, args: f.offsetArgs(append(args, f.parts[p].head, ttl, keep, tag), pl, at)}
+			rec := f.record("window", onceID, p, seq, window, at, keep)
+			keys = append(keys, rec.keys...)
+			args := make([]any, 0, 5+len(at)*f.h.k)
+			args = append(args, f.parts[p].head, ttl, strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag)
+			return scriptCall{keys: keys, args: f.offsetArgs(args, pl, at)}
 		})
 		replies, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl)
 		if err != nil {

@@ -215,7 +215,7 @@ func TestWindowForgedArguments(t *testing.T) {
 		w := must(NewWindow(rdb, "forged", WindowOptions{EventsPerBucket: 100, Bucket: time.Minute, Span: 2 * time.Minute})).on(t)
 		must(w.TestOrAdd(ctx, "a")).on(t)
 		b := w.current()
-		keys := []string{w.f.parts[0].key + ":op:forged", w.generation(0, b), w.generation(0, b+1), w.generation(0, b-1)}
+		keys := []string{w.generation(0, b), w.generation(0, b+1), w.generation(0, b-1), w.f.parts[0].key + ":r:forged"}
 		counting := must(NewCounting(rdb, "forged", Options{Capacity: 100})).on(t)
 		ok := []any{strconv.Itoa(headerBits)}
 		for len(ok) < w.f.h.k {
@@ -223,16 +223,16 @@ func TestWindowForgedArguments(t *testing.T) {
 		}
 		before := dump(t, rdb)
 		for name, args := range map[string][]any{
-			"counting header": append([]any{counting.f.parts[0].head, "60000", "60000", ""}, ok...),
-			"bad TTL":         append([]any{w.f.parts[0].head, "0", "60000", ""}, ok...),
-			"bad keep":        append([]any{w.f.parts[0].head, "60000", "x", ""}, ok...),
-			"tag with colon":  append([]any{w.f.parts[0].head, "60000", "60000", "a:b"}, ok...),
-			"offset past m":   append([]any{w.f.parts[0].head, "60000", "60000", ""}, append(slices.Clone(ok[1:]), strconv.Itoa(headerBits+int(w.f.h.m)))...),
-			"hex offset":      append([]any{w.f.parts[0].head, "60000", "60000", ""}, append(slices.Clone(ok[1:]), "0x200")...),
-			"half an event":   append([]any{w.f.parts[0].head, "60000", "60000", ""}, ok[1:]...),
+			"counting header": append([]any{counting.f.parts[0].head, "60000", "60000", forgedField, ""}, ok...),
+			"bad TTL":         append([]any{w.f.parts[0].head, "0", "60000", forgedField, ""}, ok...),
+			"bad keep":        append([]any{w.f.parts[0].head, "60000", "x", forgedField, ""}, ok...),
+			"short tag":       append([]any{w.f.parts[0].head, "60000", "60000", forgedField, "a:b"}, ok...),
+			"offset past m":   append([]any{w.f.parts[0].head, "60000", "60000", forgedField, ""}, append(slices.Clone(ok[1:]), strconv.Itoa(headerBits+int(w.f.h.m)))...),
+			"hex offset":      append([]any{w.f.parts[0].head, "60000", "60000", forgedField, ""}, append(slices.Clone(ok[1:]), "0x200")...),
+			"half an event":   append([]any{w.f.parts[0].head, "60000", "60000", forgedField, ""}, ok[1:]...),
 		} {
-			for _, current := range []string{keys[1], keys[2]} { // existing, then missing
-				k := append([]string{keys[0], current}, keys[2:]...)
+			for _, current := range []string{keys[0], keys[1]} { // existing, then missing
+				k := append([]string{current}, keys[1:]...)
 				if err := windowScript.Run(ctx, rdb, k, args...).Err(); err == nil {
 					t.Errorf("%s on %s: no error", name, current)
 				}

@@ -2,14 +2,12 @@ package rbloom
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/spaolacci/murmur3"
 )
 
 // The write path: add.lua and remove.lua calls, per partition, pipelined,
@@ -167,11 +165,8 @@ func answer(r string, at []int, out []bool) error {
 // and the same batch sent again makes the same calls.
 func (f *filter) call(op writeOp, p, seq int, window []string, pl placement, at []int) scriptCall {
 	key := f.parts[p].key
-	record, tag := randomRecordKey(key), ""
-	if op.onceID != "" {
-		record, tag = onceRecordKey(key, op.name, seq, op.onceID), f.digest(window, at)
-	}
-	keep := strconv.FormatInt(op.keep.Milliseconds(), 10)
+	rec := f.record(op.name, op.onceID, p, seq, window, at, op.keep)
+	keep := strconv.FormatInt(rec.ttl, 10)
 	var args []any
 	if op.script == addScript {
 		create := "0"
@@ -182,24 +177,24 @@ func (f *filter) call(op writeOp, p, seq int, window []string, pl placement, at 
 		if op.absent {
 			onlyAbsent = "1"
 		}
-		args = make([]any, 0, 7+len(at)*f.h.k)
-		args = append(args, f.parts[p].head, f.ttlMS, keep, create, f.partLimit, tag, onlyAbsent)
+		args = make([]any, 0, 8+len(at)*f.h.k)
+		args = append(args, f.parts[p].head, f.ttlMS, keep, create, f.partLimit, rec.field, rec.tag, onlyAbsent)
 	} else {
-		args = make([]any, 0, 3+len(at)*f.h.k)
-		args = append(args, f.parts[p].head, keep, tag)
+		args = make([]any, 0, 4+len(at)*f.h.k)
+		args = append(args, f.parts[p].head, keep, rec.field, rec.tag)
 	}
-	return scriptCall{keys: []string{key, record, copyKey(key)}, args: f.offsetArgs(args, pl, at)}
+	keys := append([]string{key, copyKey(key)}, rec.keys...)
+	return scriptCall{keys: keys, args: f.offsetArgs(args, pl, at)}
 }
 
-// digest names the items of window at positions at, for the record of an
-// operation id: 32 hex digits of their MurmurHash3, item after item.
-func (f *filter) digest(window []string, at []int) string {
-	h := murmur3.New128()
-	for _, i := range at {
-		h.Write([]byte(window[i]))
-		h.Write([]byte{0}) // so that ["ab"] and ["a", "b"] differ
+// record is the record of a call of op to partition p: a random one, or,
+// under the caller's operation id onceID, the seq-th of the batch's calls
+// to that partition, tagged with the items of window at positions at.
+func (f *filter) record(op, onceID string, p, seq int, window []string, at []int, keep time.Duration) record {
+	if onceID == "" {
+		return f.records.random(p, f.parts[p].key, keep, f.now())
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return onceRecord(f.parts[p].key, op, seq, onceID, digest(window, at), keep, f.now())
 }
 
 // settle is called when a write found one of the filter's partitions

@@ -3,25 +3,27 @@
 -- creates the filter.
 --
 -- KEYS[1]   the partition's key
--- KEYS[2]   this call's operation record, in the same hash slot. It records
---           the answer, so that a retry of the same call (go-redis re-sends
---           a script whose reply was lost) or a replay of the same
---           operation id returns it instead of adding twice.
--- KEYS[3]   the partition's copy being rebuilt (KEYS[1] .. ':next'); the
+-- KEYS[2]   the partition's copy being rebuilt (KEYS[1] .. ':next'); the
 --           items are added to it too while KEYS[1]'s header says so
+-- KEYS[3..] the hashes of this call's record, in the same hash slot: 1, or
+--           ONCE_RECORD_KEYS under an operation id. The record keeps the
+--           answer, so that a retry of the same call (go-redis re-sends a
+--           script whose reply was lost) or a replay of the same operation
+--           id returns it instead of adding twice (see replay in filter.lua)
 -- ARGV[1]   the partition's 64-byte header; written if KEYS[1] is created
 -- ARGV[2]   TTL in ms given to a partition this call creates, 0 for none
--- ARGV[3]   how long KEYS[2] is kept, in ms
+-- ARGV[3]   the TTL in ms a record hash gets from its first record
 -- ARGV[4]   '1' if this call may create KEYS[1], '0' if not (the client
 --           creates the partitions of a filter together, so that one that
 --           vanished alone is noticed rather than recreated empty)
 -- ARGV[5]   the most items the partition may hold after this call, 0 for
 --           no bound: a call that would pass it adds nothing
--- ARGV[6]   the record's tag: what an operation id was used for (see
---           replay in filter.lua); empty for a call's own random record
--- ARGV[7]   '1' to add only the items that test absent (each seeing the
+-- ARGV[6]   the record's field (RECORD_FIELD bytes)
+-- ARGV[7]   the record's tag: a digest of the items an operation id was
+--           used for (RECORD_TAG bytes); empty for a call's random record
+-- ARGV[8]   '1' to add only the items that test absent (each seeing the
 --           slots the ones before it in this call set), '0' to add all
--- ARGV[8..] the bit offsets of each item's k slots, in decimal, item after
+-- ARGV[9..] the bit offsets of each item's k slots, in decimal, item after
 --           item: a counter (u4) is incremented, saturating at 15, a bit
 --           (u1) is set. None creates the partition and adds nothing.
 -- Returns   one character per item: '1' if all its slots were non-zero
@@ -29,11 +31,11 @@
 --           preceded by '+' when this call created the partition. '?' when
 --           KEYS[1] does not exist and ARGV[4] is '0': nothing written.
 
-local key, record, copyKey = KEYS[1], KEYS[2], KEYS[3]
-local tag, onlyAbsent = ARGV[6], ARGV[7]
-local FIRST_OFFSET = 8
+local key, copyKey, record = KEYS[1], KEYS[2], KEYS[3]
+local field, tag, onlyAbsent = ARGV[6], ARGV[7], ARGV[8]
+local FIRST_OFFSET = 9
 
-local done, err = replay(record, tag)
+local done, err = replay(3, field, tag)
 if err then return err end
 if done then return done end
 
@@ -47,7 +49,7 @@ if not ttl or not keep or not limit then
 end
 local create = ARGV[4]
 if create ~= '0' and create ~= '1' then return reject('ARGS', 'ARGV[4] is not 0 or 1') end
-if onlyAbsent ~= '0' and onlyAbsent ~= '1' then return reject('ARGS', 'ARGV[7] is not 0 or 1') end
+if onlyAbsent ~= '0' and onlyAbsent ~= '1' then return reject('ARGS', 'ARGV[8] is not 0 or 1') end
 local exists, head
 exists, head, err = open(key, f)
 if err then return err end
@@ -145,5 +147,5 @@ if not out then -- all were added: an item was there if none of its slots was ze
 end
 local res = table.concat(out)
 if not exists then res = '+' .. res end
-remember(record, tag, res, keep)
+remember(record, field, tag, res, keep)
 return res

@@ -8,7 +8,6 @@
 -- script checks all of its arguments with them before its first write.
 
 local MAX_SLOTS = 1500 -- 4 BITFIELD arguments each: unpack() fails past about 8000
-local RESERVED = string.rep('\0', HEADER - RESERVED_BYTE)
 local ITEMS_BIT = ITEMS_BYTE * 8
 -- Positions in the BITFIELD call that slots builds: the OVERFLOW mode and
 -- the change of the item count among its arguments, and the first slot's
@@ -121,29 +120,40 @@ local function itemsOf(head)
   return ((((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6) * 256 + b7) * 256 + b8
 end
 
--- replay returns the answer recorded at record by an earlier call of the
--- same operation, or nil if there is none. A record is the tag of the call
--- that made it (what the operation id was used for: the operation and a
--- digest of its items), ':', and its answer. A record with another tag
--- means the id was used for something else: the second return value is
--- then an error reply, and nothing may be written. So is a tag that could
--- not label a record: one longer than MAX_TAG bytes or holding ':'.
-local function replay(record, tag)
-  if #tag > MAX_TAG or string.find(tag, ':', 1, true) then
-    return nil, reject('ARGS', 'the record tag is not up to ' .. MAX_TAG .. ' bytes without ":"')
+-- Write records (records.go). A call's record is the field `field` (1 to
+-- RECORD_FIELD bytes) of the hashes KEYS[first..#KEYS]: one hash for a
+-- call's random record (tag empty), ONCE_RECORD_KEYS for an operation id's
+-- (tag: RECORD_TAG bytes, a digest of the call's items). Its value is the
+-- tag, then the answer.
+
+-- replay checks the record's arguments and returns the answer an earlier
+-- run of this call recorded, or nil if there is none. A record with another
+-- tag means the operation id was used for other items: the second return
+-- value is then an error reply, and nothing may be written.
+local function replay(first, field, tag)
+  local n = #KEYS - first + 1
+  if #field < 1 or #field > RECORD_FIELD or
+      not ((tag == '' and n == 1) or (#tag == RECORD_TAG and n == ONCE_RECORD_KEYS)) then
+    return nil, reject('ARGS', 'want a record field of 1 to ' .. RECORD_FIELD .. ' bytes, and an empty tag and 1 record key, ' ..
+      'or a ' .. RECORD_TAG .. '-byte tag and ' .. ONCE_RECORD_KEYS .. ' (got ' .. #field .. ', ' .. #tag .. ', ' .. n .. ')')
   end
-  local done = redis.call('GET', record)
-  if not done then return nil end
-  local head = tag .. ':'
-  if string.sub(done, 1, #head) ~= head then
-    return nil, reject('OPID', record .. ' records another operation')
+  for i = first, #KEYS do
+    local done = redis.call('HGET', KEYS[i], field)
+    if done then
+      if string.sub(done, 1, #tag) ~= tag then
+        return nil, reject('OPID', KEYS[i] .. ' records another operation under this id')
+      end
+      return string.sub(done, #tag + 1)
+    end
   end
-  return string.sub(done, #head + 1)
+  return nil
 end
 
--- remember records answer at record for keep ms, under tag (see replay).
-local function remember(record, tag, answer, keep)
-  redis.call('SET', record, tag .. ':' .. answer, 'PX', keep)
+-- remember records answer in the hash key, which expires ttl ms after its
+-- first record.
+local function remember(key, field, tag, answer, ttl)
+  redis.call('HSET', key, field, tag .. answer)
+  if redis.call('PTTL', key) < 0 then redis.call('PEXPIRE', key, ttl) end
 end
 
 -- build appends op <type> <offset> value to args for each offset in

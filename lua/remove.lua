@@ -5,25 +5,26 @@
 -- each seeing the counters as the ones before it left them.
 --
 -- KEYS[1]   the partition's key
--- KEYS[2]   this call's operation record, as in add.lua
--- KEYS[3]   the partition's copy being rebuilt, as in add.lua: the items
+-- KEYS[2]   the partition's copy being rebuilt, as in add.lua: the items
 --           are removed from it too (where they are present)
+-- KEYS[3..] the hashes of this call's record, as in add.lua
 -- ARGV[1]   the partition's 64-byte header (only compared, never written)
--- ARGV[2]   how long KEYS[2] is kept, in ms
--- ARGV[3]   the record's tag, as in add.lua; with a tag the answer is
+-- ARGV[2]   the TTL in ms a record hash gets from its first record
+-- ARGV[3]   the record's field, as in add.lua
+-- ARGV[4]   the record's tag, as in add.lua; with a tag the answer is
 --           recorded even when nothing was removed, so that a replay of the
 --           operation id answers the same after the items were added
--- ARGV[4..] the bit offsets of each item's k counters, in decimal, item
+-- ARGV[5..] the bit offsets of each item's k counters, in decimal, item
 --           after item
 -- Returns   one character per item: '1' removed, '0' definitely absent
 --           (nothing changed); '?' when KEYS[1] does not exist (nothing
 --           written: the client tells a new filter from a damaged one).
 
-local key, record, copyKey = KEYS[1], KEYS[2], KEYS[3]
-local tag = ARGV[3]
-local FIRST_OFFSET = 4
+local key, copyKey, record = KEYS[1], KEYS[2], KEYS[3]
+local field, tag = ARGV[3], ARGV[4]
+local FIRST_OFFSET = 5
 
-local done, err = replay(record, tag)
+local done, err = replay(3, field, tag)
 if err then return err end
 if done then return done end
 
@@ -115,5 +116,5 @@ local res, removed = removeFrom(key)
 if copy then removeFrom(copy) end
 -- A random record is needed only when something changed: a retry of a
 -- call that removed nothing may as well run again.
-if removed > 0 or tag ~= '' then remember(record, tag, res, keep) end
+if removed > 0 or tag ~= '' then remember(record, field, tag, res, keep) end
 return res

@@ -113,7 +113,7 @@ func TestTLSURL(t *testing.T) {
 // PING, which the CLI sends once to check the connection, and SCAN, which
 // list sends.
 var cliACL = []any{"ACL", "SETUSER", "app", "reset", "on", ">app-pw", "~rbloom:*", "resetchannels", "-@all",
-	"+evalsha", "+eval", "+get", "+set", "+bitfield", "+setrange", "+pexpire",
+	"+evalsha", "+eval", "+hget", "+hset", "+bitfield", "+setrange", "+pexpire",
 	"+getrange", "+strlen", "+exists", "+bitfield_ro", "+pttl", "+memory|usage", "+bitcount", "+del", "+rename", "+ping", "+scan"}
 
 // TestLeastPrivilegeUser runs every command of rbloom as a Redis user that

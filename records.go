@@ -1,0 +1,111 @@
+package rbloom
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/spaolacci/murmur3"
+)
+
+// Write records make a write apply once. Each script call names a record;
+// the script answers from it, writing nothing, when it exists, and keeps
+// its answer there when it writes. A call go-redis re-sends after losing
+// the reply (FACTS.md: EVALSHA is retried) finds the record of its first
+// run; so does an operation id a caller replays (AddOnce and the rest).
+//
+// A record is a field of a small hash in the partition's hash slot, not a
+// key of its own: a key with a TTL costs 150-195 bytes of Redis memory,
+// while Redis packs a hash of up to 128 short fields into one listpack at
+// a few bytes a field. The hashes are grouped by time into record buckets
+// of keep/4 (keep: how long a record must last), and each expires keep
+// plus one or two buckets after its first record, so a record lasts at
+// least keep and at most keep plus two buckets.
+//
+// A call's random record is found only by a retry of the same call, which
+// sends the same bytes: so each handle writes its own hashes, named after
+// it, the bucket and a chunk of recordChunk calls, and the field is the
+// call's number in the chunk. A replayed operation id may come from
+// another process, later: its field is a hash of the id, in one of
+// onceShards hashes per bucket, looked up in the buckets from one ahead (a
+// clock running fast) to four behind, which cover keep.
+const (
+	recordChunk          = 100 // records per hash of a handle's random records
+	onceFieldBytes       = 12  // an operation id's field: a hash of the id
+	recordTagBytes       = 8   // an operation id's tag: a digest of its items
+	onceShards           = 256 // hashes per bucket of operation ids' records
+	recordBucketsPerKeep = 4
+	onceRecordKeys       = recordBucketsPerKeep + 2 // buckets b, b+1, b-1 ... b-4
+)
+
+// record is where one script call keeps its answer.
+type record struct {
+	field string   // the field in each hash
+	tag   string   // "" for a random record, else a digest of the items
+	keys  []string // the hashes looked in; the answer is kept in the first
+	ttl   int64    // ms: the TTL a hash gets from its first record
+}
+
+// records names the random records of one handle's calls.
+type records struct {
+	handle string          // this handle's name among the others: random
+	calls  []atomic.Uint64 // calls made to each partition
+}
+
+func newRecords(partitions int) *records {
+	var id [8]byte
+	rand.Read(id[:]) // never fails (crypto/rand documents it)
+	return &records{handle: hex.EncodeToString(id[:]), calls: make([]atomic.Uint64, partitions)}
+}
+
+// random is a fresh record for one call to partition p, whose key is key,
+// which a retry of the call must find within keep.
+func (r *records) random(p int, key string, keep time.Duration, now time.Time) record {
+	n := r.calls[p].Add(1) - 1
+	b, span := recordBucket(keep, now)
+	return record{
+		field: strconv.FormatUint(n%recordChunk, 10),
+		keys:  []string{key + ":r:" + strconv.FormatInt(b, 10) + ":" + r.handle + ":" + strconv.FormatUint(n/recordChunk, 10)},
+		ttl:   keep.Milliseconds() + span,
+	}
+}
+
+// onceRecord is the record of the seq-th call of op ("add", "remove",
+// "window") to the partition at key under the caller's operation id, tagged
+// with the digest of the call's items. Ops and sequence numbers keep their
+// fields apart: the field hashes all three.
+func onceRecord(key, op string, seq int, id, tag string, keep time.Duration, now time.Time) record {
+	h1, h2 := murmur3.Sum128([]byte(op + "\x00" + strconv.Itoa(seq) + "\x00" + id))
+	var field [16]byte
+	binary.BigEndian.PutUint64(field[:8], h1)
+	binary.BigEndian.PutUint64(field[8:], h2)
+	shard := strconv.Itoa(int(binary.BigEndian.Uint16(field[12:])) % onceShards)
+	b, span := recordBucket(keep, now)
+	keys := make([]string, 0, onceRecordKeys)
+	for _, d := range []int64{0, 1, -1, -2, -3, -4} {
+		keys = append(keys, key+":r:"+strconv.FormatInt(b+d, 10)+":once:"+shard)
+	}
+	return record{field: string(field[:onceFieldBytes]), tag: tag, keys: keys, ttl: keep.Milliseconds() + 2*span}
+}
+
+// recordBucket returns the record bucket of now for records kept keep,
+// and its length in ms.
+func recordBucket(keep time.Duration, now time.Time) (int64, int64) {
+	span := max(keep.Milliseconds()/recordBucketsPerKeep, 1)
+	return now.UnixMilli() / span, span
+}
+
+// digest is the tag of an operation id's record: 8 bytes of MurmurHash3 of
+// the items of window at positions at, item after item, so that the id
+// used again for other items is told from a replay.
+func digest(window []string, at []int) string {
+	h := murmur3.New128()
+	for _, i := range at {
+		h.Write([]byte(window[i]))
+		h.Write([]byte{0}) // so that ["ab"] and ["a", "b"] differ
+	}
+	return string(h.Sum(nil)[:recordTagBytes])
+}
