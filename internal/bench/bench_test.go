@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,12 +28,15 @@ var wantRows = []struct{ id, name string }{
 	{"6", "limit: BITFIELD_RO GET u4"},
 	{"7a", "limit: BITFIELD SET u1"},
 	{"7b", "limit: BITFIELD_RO GET u1"},
+	{"7c", "limit: BITFIELD SET u1, k = "},
+	{"7d", "limit: window's work, GET u1 in 5 keys + SET u1, k = "},
 	{"5b", "bound: script with no checks"},
 	{"8a", "Counting.AddMany"},
 	{"8b", "Counting.TestMany"},
 	{"8c", "Counting.RemoveMany"},
 	{"8d", "Classic.AddMany"},
 	{"8e", "Classic.TestMany"},
+	{"8f", "Window.TestOrAddMany, 5 generations, k = "},
 	{"9a", "plain BITFIELD INCRBY u4, 1 item per round trip"},
 	{"9b", "plain BITFIELD_RO GET u4, 1 item per round trip"},
 	{"9c", "Counting.Add"},
@@ -74,6 +78,7 @@ func TestRunQuick(t *testing.T) {
 	wantTrips := map[string]func(items float64) float64{
 		"1": func(float64) float64 { return 7 }, "2": perItem, "3": perItem, "4": perBatch(200),
 		"5": perBatch(1000), "6": perBatch(1000), "7a": perBatch(1000), "7b": perBatch(1000), "5b": perBatch(1000),
+		"7c": perBatch(1000), "7d": perBatch(1000), "8f": perBatch(1000),
 		"8a": perBatch(1000), "8b": perBatch(1000), "8c": perBatch(1000), "8d": perBatch(1000), "8e": perBatch(1000),
 		"9a": perItem, "9b": perItem, "9c": perItem, "9d": perItem, "9e": perItem, "10": perItem,
 	}
@@ -109,6 +114,13 @@ func TestRunQuick(t *testing.T) {
 	for _, part := range []string{
 		"11. Counting.AddMany vs the seed's k SETBIT round trips (row 8a / row 1): ",
 		"10. Counting.Add from 8 goroutines vs 1 (row 10 / row 9c): ",
+		"11b. Window.TestOrAddMany, 1,000 events per call, 5 generations that all exist (4 past + current",
+		"vs plain BITFIELD SET u1 with the window's k (row 8f / row 7c): throughput ",
+		"vs plain BITFIELD_RO GET u1 in 5 keys + SET u1, the window's reads and write (row 8f / row 7d): throughput ",
+		"13b. Memory per event of the window after row 8f: MEMORY USAGE of its 5 generation keys ",
+		"13c. Memory of operation records",
+		"500 single Counting.Add calls, each leaving a retry record: ",
+		"500 Counting.AddOnce calls with distinct ids, each leaving a once-record: ",
 		"12. Latency of single calls",
 		"13. Memory of the counting filter rbloom:{rbloom-bench-counting}: ",
 		"14. Server time of the library's calls",
@@ -140,10 +152,25 @@ func TestRunQuick(t *testing.T) {
 		t.Errorf("the memory line does not say %q, which is ceil(m/2)+64", want)
 	}
 
+	// The window's events: 4 past generations of 5,000 and the current
+	// one, all new events, the false positives excepted.
+	if held, per, theory, ok := windowMemory(report); !ok {
+		t.Error("no figures in line 13b")
+	} else if held < 0.9*5*5000 || held > 5*5000+1 || per < theory || per > 2*theory {
+		t.Errorf("line 13b: %v events held, %v bytes per event, %v in theory: want about 25,000 events and between 1 and 2 times the theory", held, per, theory)
+	}
+	if n := records(report); len(n) != 2 {
+		t.Errorf("line 13c: %d figures of growth per call, want 2", len(n))
+	}
+	if strings.Contains(report, "expired while measuring") {
+		t.Error("keys expired while the records were measured")
+	}
+
 	server := tableRows(report, "| row", 2)
 	for row, cmd := range map[string]string{
 		"8a Counting.AddMany, 1,000 per call":  "EVALSHA",
 		"8b Counting.TestMany, 1,000 per call": "BITFIELD_RO",
+		"8f " + table["8f"]["row"]:             "EVALSHA",
 		"9c Counting.Add":                      "EVALSHA",
 	} {
 		if cells, ok := server[row+" "+cmd]; !ok || number(t, cells["calls"]) <= 0 || number(t, cells["µs/call"]) <= 0 {
@@ -220,6 +247,32 @@ func tableRows(report, head string, keyCells int) map[string]map[string]string {
 		break
 	}
 	return rows
+}
+
+// windowMemory returns the figures of line 13b: events held, bytes per
+// event, and bytes per event in theory.
+func windowMemory(report string) (held, per, theory float64, ok bool) {
+	re := regexp.MustCompile(`bytes / ([0-9,]+) events held = ([0-9.]+) bytes per event;\n.* = ([0-9.]+) bytes per event \(`)
+	m := re.FindStringSubmatch(report)
+	if m == nil {
+		return 0, 0, 0, false
+	}
+	f := func(s string) float64 {
+		v, _ := strconv.ParseFloat(strings.ReplaceAll(s, ",", ""), 64)
+		return v
+	}
+	return f(m[1]), f(m[2]), f(m[3]), true
+}
+
+// records returns the bytes per call of line 13c, one figure per kind of
+// call.
+func records(report string) []string {
+	re := regexp.MustCompile(`bytes, [-+][0-9,]+ keys: (-?[0-9.]+) bytes and [0-9.]+ keys per (call|once-id)\n`)
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(report, -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
 
 // number parses a figure of the report: 1,234.5 or 0.45x.

@@ -57,6 +57,16 @@ type Config struct {
 	// Default 8.
 	Goroutines int
 
+	// WindowGens is G, the past generations of the window row's window
+	// (its Span in buckets): before the rows, each is filled with N events,
+	// so that every call reads G+1 existing generations. Default 4.
+	WindowGens int
+
+	// Records is M, the calls of each kind whose operation records are
+	// measured: M single Counting.Add calls, then M Counting.AddOnce calls
+	// with distinct ids. Default 20,000 (quick: 500).
+	Records int
+
 	// Chart, when not empty, is the path of a PNG chart of throughput
 	// against batch size. Default: no chart.
 	Chart string
@@ -94,6 +104,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.SeedItems, "seed-items", c.SeedItems, "items of the k-SETBIT-round-trips row (default 2000; 100 with -quick)")
 	fs.IntVar(&c.SingleItems, "single-items", c.SingleItems, "items of each round-trip-per-item row (default 20000; 400 with -quick)")
 	fs.IntVar(&c.Goroutines, "goroutines", c.Goroutines, "goroutines of the concurrent Add row (default 8)")
+	fs.IntVar(&c.WindowGens, "window-gens", c.WindowGens, "past generations of the window row, each filled with n events first (default 4)")
+	fs.IntVar(&c.Records, "records", c.Records, "Add and AddOnce calls whose operation records are measured (default 20000; 500 with -quick)")
 	fs.StringVar(&c.Chart, "chart", c.Chart, "write a PNG chart of throughput against batch size to `path`")
 	fs.IntVar(&c.ChartItems, "chart-items", c.ChartItems, "most items per point of the chart (default 100000; 1000 with -quick)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run (default 15m; 1m with -quick)")
@@ -117,6 +129,8 @@ func (c Config) withDefaults() Config {
 	def(&c.SeedItems, 2_000, 100)
 	def(&c.SingleItems, 20_000, 400)
 	def(&c.Goroutines, 8, 8)
+	def(&c.WindowGens, 4, 4)
+	def(&c.Records, 20_000, 500)
 	def(&c.ChartItems, 100_000, 1_000)
 	if c.P == 0 {
 		c.P = 0.01
@@ -146,10 +160,15 @@ func (c Config) check() error {
 		{"N", c.N, 2}, {"Batch", c.Batch, 1}, {"ScriptBatch", c.ScriptBatch, 1},
 		{"Rounds", c.Rounds, 1}, {"SeedItems", c.SeedItems, 1}, {"SingleItems", c.SingleItems, 1},
 		{"Goroutines", c.Goroutines, 1}, {"ChartItems", c.ChartItems, 1},
+		{"WindowGens", c.WindowGens, 1}, {"Records", c.Records, 1},
 	} {
 		if f.v < f.min {
 			return fmt.Errorf("bench: %s = %d: want at least %d", f.name, f.v, f.min)
 		}
+	}
+	// The fill writes WindowGens * N events before the rows.
+	if c.WindowGens > maxWindowGens {
+		return fmt.Errorf("bench: WindowGens = %d: want at most %d", c.WindowGens, maxWindowGens)
 	}
 	if c.P <= 0 || c.P >= 1 {
 		return fmt.Errorf("bench: P = %g: want a rate in (0, 1)", c.P)

@@ -50,6 +50,8 @@ func TestRunRefuses(t *testing.T) {
 		{"Rounds", Config{Addr: "127.0.0.1:1", Rounds: -2}, "Rounds = -2"},
 		{"ChartBatches", Config{Addr: "127.0.0.1:1", ChartBatches: []int{10, 0}}, "ChartBatches"},
 		{"Timeout", Config{Addr: "127.0.0.1:1", Timeout: -time.Second}, "Timeout"},
+		{"WindowGens", Config{Addr: "127.0.0.1:1", WindowGens: 101}, "WindowGens = 101"},
+		{"Records", Config{Addr: "127.0.0.1:1", Records: -1}, "Records = -1"},
 	} {
 		var out bytes.Buffer
 		err := Run(context.Background(), tc.cfg, &out)
@@ -64,11 +66,12 @@ func TestRunRefuses(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	c := Config{}.withDefaults()
-	if c.N != 1_000_000 || c.P != 0.01 || c.Batch != 1_000 || c.Rounds != 3 || c.SeedItems != 2_000 || len(c.ChartBatches) != 5 {
+	if c.N != 1_000_000 || c.P != 0.01 || c.Batch != 1_000 || c.Rounds != 3 || c.SeedItems != 2_000 || len(c.ChartBatches) != 5 ||
+		c.WindowGens != 4 || c.Records != 20_000 {
 		t.Errorf("defaults = %+v", c)
 	}
 	q := Config{Quick: true, Rounds: 2}.withDefaults()
-	if q.N != 5_000 || q.Rounds != 2 || q.Timeout != time.Minute || len(q.ChartBatches) != 3 {
+	if q.N != 5_000 || q.Rounds != 2 || q.Timeout != time.Minute || len(q.ChartBatches) != 3 || q.WindowGens != 4 || q.Records != 500 {
 		t.Errorf("quick defaults with Rounds 2 = %+v", q)
 	}
 }
@@ -78,13 +81,14 @@ func TestRegisterFlags(t *testing.T) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	c.RegisterFlags(fs)
 	err := fs.Parse([]string{"-addr", "127.0.0.1:7000", "-n", "10", "-p", "0.001", "-batch", "5",
-		"-rounds", "2", "-chart", "x.png", "-quick", "-timeout", "30s"})
+		"-rounds", "2", "-chart", "x.png", "-quick", "-timeout", "30s", "-window-gens", "2", "-records", "100"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Addr: "127.0.0.1:7000", N: 10, P: 0.001, Batch: 5, Rounds: 2, Chart: "x.png", Quick: true, Timeout: 30 * time.Second}
+	want := Config{Addr: "127.0.0.1:7000", N: 10, P: 0.001, Batch: 5, Rounds: 2, Chart: "x.png", Quick: true, Timeout: 30 * time.Second,
+		WindowGens: 2, Records: 100}
 	if c.Addr != want.Addr || c.N != want.N || c.P != want.P || c.Batch != want.Batch || c.Rounds != want.Rounds ||
-		c.Chart != want.Chart || c.Quick != want.Quick || c.Timeout != want.Timeout {
+		c.Chart != want.Chart || c.Quick != want.Quick || c.Timeout != want.Timeout || c.WindowGens != want.WindowGens || c.Records != want.Records {
 		t.Errorf("after flags: %+v, want %+v", c, want)
 	}
 }

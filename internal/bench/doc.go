@@ -16,13 +16,19 @@
 //     nothing and only calls BITFIELD, the fastest such an add can be;
 //   - the library: AddMany, TestMany and RemoveMany of a Counting filter and
 //     AddMany and TestMany of a Classic one, with the same batch size;
+//   - a window: TestOrAddMany of new events on a Window whose G past
+//     generations (4) were filled first, against two plain rows on keys
+//     laid out like its generations: BITFIELD SET u1 with its k, and its
+//     reads and write done with plain commands;
 //   - single items: Add, Test and Remove one item per call against one plain
 //     BITFIELD per call, and Add from several goroutines against one.
 //
 // Every row runs a slice of its items in each round, one row after the
 // other, so that drift of the machine during the run hits all rows alike.
 // After the table come latency percentiles of single calls (HdrHistogram),
-// the memory of the counting filter's key, the server's time for the
+// the memory of the counting filter's key, of the window per event held
+// and of operation records (used_memory and DBSIZE growth over single Add
+// and AddOnce calls, measured before the rows), the server's time for the
 // library's calls and the slowest of them (INFO commandstats and
 // latencystats, SLOWLOG), and a chart of throughput against batch size
 // (gonum/plot), when a path is given for it.

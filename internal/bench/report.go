@@ -59,6 +59,7 @@ func (b *bench) report(out io.Writer, rows []*row, mem memoryUse, points []point
 		}
 		fmt.Fprintf(&w, "11. Counting.AddMany vs the seed's k SETBIT round trips (row 8a / row 1): %s (target at least 100x: %s)\n", times(x), verdict)
 	}
+	b.reportWindow(&w, byID)
 
 	fmt.Fprintf(&w, "\n12. Latency of single calls from one goroutine, µs (HdrHistogram of every call of rows 9a-9e):\n\n")
 	t = newTable("call", "calls", "p50", "p99", "max", "p50 vs plain", "p99 vs plain")
@@ -81,6 +82,8 @@ func (b *bench) report(out io.Writer, rows []*row, mem memoryUse, points []point
 
 	fmt.Fprintf(&w, "\n13. Memory of the counting filter %s: STRLEN %s bytes, MEMORY USAGE %s bytes; ceil(m/2)+64 = %s bytes\n",
 		mem.key, count(int(mem.strlen)), count(int(mem.usage)), count(int(mem.want)))
+	reportWindowMemory(&w, b.winMem)
+	reportRecords(&w, b.recs)
 
 	b.reportServer(&w, rows)
 
@@ -105,7 +108,11 @@ The limits (5-7, 9a-9b) send plain BITFIELD commands at the library's offsets to
 and no header check, one command per item: what Redis does for a filter at best, on one connection. TestMany can
 beat its limit: it reads several items with each BITFIELD_RO. The bound (5b) batches and sends its arguments as
 AddMany does, with a script that checks nothing and only calls BITFIELD: no script batched this way that checks what
-it writes can be faster, so its ratio is the most such an add can reach on this server.
+it writes can be faster, so its ratio is the most such an add can reach on this server. The window row (8f) adds new
+events to a window whose past generations were filled first, so each call reads every generation; 7c is the limit
+of its writes (row 7a with the window's k and m), 7d does its reads and write with plain commands, one per key and
+event. 13b divides the generations' MEMORY USAGE by the events they hold. 13c is measured before the rows, from
+outside: used_memory and DBSIZE growth over single calls, whatever the records' format.
 `)
 	fmt.Fprintf(&w, "\ntook %v%s\n", took.Round(100*time.Millisecond), loadAverage(", load average now "))
 	_, err := out.Write(w.Bytes())

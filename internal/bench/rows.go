@@ -122,6 +122,8 @@ func (b *bench) rows() []*row {
 			})
 		}}
 
+	windowLimit, windowReads, window := b.windowRows()
+
 	return []*row{
 		{id: "1", name: "seed: k SETBIT, 1 round trip each", vs: setU1, items: seedItems,
 			do: func(ctx context.Context, items []string) error {
@@ -139,7 +141,7 @@ func (b *bench) rows() []*row {
 			do: func(ctx context.Context, items []string) error {
 				return naiveBatch(ctx, b.rdb, b.naive, items, c.ScriptBatch)
 			}},
-		incrU4, getU4, setU1, getU1,
+		incrU4, getU4, setU1, getU1, windowLimit, windowReads,
 		{id: "5b", name: fmt.Sprintf("bound: script with no checks, %d slots per EVALSHA, %s per flush", relaySlots, count(c.Batch)),
 			vs: incrU4, items: relayItems,
 			do: func(ctx context.Context, items []string) error {
@@ -177,6 +179,7 @@ func (b *bench) rows() []*row {
 					return allTrue("TestMany", part)(b.classic.TestMany(ctx, part))
 				})
 			}},
+		window,
 		plainIncr, plainGet,
 		{id: "9f", name: "bound: script that only calls one BITFIELD, 1 item per round trip", vs: plainIncr, items: singleBound,
 			do: func(ctx context.Context, items []string) error {

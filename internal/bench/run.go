@@ -24,6 +24,7 @@ const (
 	keySeed      = "rbloom-bench:seed"
 	keyNaive     = "rbloom-bench:naive"
 	keyRelay     = "rbloom-bench:relay"
+	// The window rows' names are in window.go, the records' in records.go.
 )
 
 // bench is one run: the client, the filters and the plain keys.
@@ -48,12 +49,18 @@ type bench struct {
 	srv  *serverWatch
 	lat  *latencies
 	load string // the machine's load average when the run started
+
+	window  *windowBench     // rows 7c, 7d and 8f
+	winMem  windowUse        // the window's memory after its row
+	records *rbloom.Counting // the filter whose operation records are measured
+	recs    recordUse
 }
 
 // Run measures rbloom against the Redis that cfg names, as the package
 // documentation describes, and writes the report to out: a markdown table
 // and the lines that follow it. It needs a Redis on the loopback interface,
-// and takes a minute or two with the defaults (a second or two with Quick). It returns the first error; on error, nothing is written to out.
+// and takes a few minutes with the defaults (a second or two with Quick).
+// It returns the first error; on error, nothing is written to out.
 func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.check(); err != nil {
@@ -88,6 +95,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 	mem, err := b.memory(ctx)
 	if err != nil {
 		return fmt.Errorf("bench: memory: %w", err)
+	}
+	if b.winMem, err = b.window.memory(ctx, b.rdb); err != nil {
+		return fmt.Errorf("bench: memory of the window: %w", err)
 	}
 	var points []point
 	if cfg.Chart != "" {
@@ -137,6 +147,12 @@ func (b *bench) setup(ctx context.Context) error {
 	if b.classic, err = rbloom.NewClassic(b.rdb, classicName, opts); err != nil {
 		return err
 	}
+	if b.records, err = newRecordsFilter(b.rdb, b.cfg); err != nil {
+		return err
+	}
+	if b.window, err = newWindowBench(b.rdb, b.cfg); err != nil {
+		return err
+	}
 	if err := b.deleteKeys(ctx); err != nil {
 		return err
 	}
@@ -172,6 +188,14 @@ func (b *bench) setup(ctx context.Context) error {
 	if removed, err := b.counting.Remove(ctx, "rbloom-bench-warm-up"); err != nil || removed {
 		return errors.Join(err, errors.New("removing an absent item reported it removed"))
 	}
+	// The records first, while nothing else the benchmark wrote can
+	// expire (records.go), then the window's past generations.
+	if b.recs, err = b.measureRecords(ctx); err != nil {
+		return fmt.Errorf("operation records: %w", err)
+	}
+	if err := b.window.fill(ctx, b.rdb, b.progress); err != nil {
+		return fmt.Errorf("window: %w", err)
+	}
 	if err := b.openConns(ctx, b.cfg.Goroutines); err != nil {
 		return err
 	}
@@ -197,8 +221,8 @@ func (b *bench) openConns(ctx context.Context, n int) error {
 }
 
 // deleteKeys deletes everything the benchmark writes: the filters, the
-// plain keys and the library's operation keys (which would expire within
-// a minute anyway).
+// window, the plain keys and the library's operation records (most of
+// which would expire within a few minutes anyway).
 func (b *bench) deleteKeys(ctx context.Context) error {
 	if err := b.counting.Drop(ctx); err != nil {
 		return err
@@ -206,15 +230,26 @@ func (b *bench) deleteKeys(ctx context.Context) error {
 	if err := b.classic.Drop(ctx); err != nil {
 		return err
 	}
-	if err := b.rdb.Del(ctx, keyLimitU4, keyLimitU1, keySeed, keyNaive, keyRelay).Err(); err != nil {
+	keys := append([]string{keyLimitU4, keyLimitU1, keySeed, keyNaive, keyRelay}, plainWindowKeys(b.cfg.WindowGens)...)
+	if err := b.rdb.Del(ctx, keys...).Err(); err != nil {
 		return err
 	}
-	for _, name := range []string{countingName, classicName} {
-		if err := b.deleteMatching(ctx, "rbloom:{"+name+"}:op:*"); err != nil {
+	// What else the library wrote (operation records, the window's
+	// generations), whatever its keys are called: each has the name in
+	// braces, for the hash slot.
+	for _, name := range []string{countingName, classicName, windowName, recordsName} {
+		if err := b.deleteMatching(ctx, "*{"+name+"}*"); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// progress writes a line to cfg.Progress, if set.
+func (b *bench) progress(line string) {
+	if b.cfg.Progress != nil {
+		fmt.Fprintln(b.cfg.Progress, line)
+	}
 }
 
 // deleteMatching deletes the keys matching pattern, with a bounded number
