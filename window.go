@@ -192,9 +192,11 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, onceID string) 
 		keep = f.onceWindow
 	}
 	ttl := strconv.FormatInt(w.ttl.Milliseconds(), 10)
-	// Each call reads its events' bits in gens+2 generations: fewer events
-	// a call than an add, for the same bounded work.
-	perCall := max(1, 4*maxCallSlots/(f.h.k*(w.gens+2)))
+	// A call reads about two bits of a new event in each of gens+2
+	// generations, and at worst all k (an event seen in the last one it
+	// asks): as many events as an add, unless that worst case would pass
+	// 16 calls' worth of slots.
+	perCall := max(1, min(maxCallSlots/f.h.k, 16*maxCallSlots/(f.h.k*(w.gens+2))))
 	seq := make([]int, len(f.parts))
 	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
 		window := events[lo:hi]

@@ -3,6 +3,7 @@ package rbloom
 import (
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -241,5 +242,63 @@ func TestWindowForgedArguments(t *testing.T) {
 		if after := dump(t, rdb); !maps.Equal(before, after) {
 			t.Errorf("forged calls changed Redis")
 		}
+	})
+}
+
+// TestWindowMatchesModel checks every answer of TestOrAddMany against a
+// model of the window in Go: one set of bits per partition and bucket,
+// an event seen when its k bits are all set in a generation the call
+// reads, each event seeing the ones before it. The window is small and
+// overfull, so that bits collide, batches repeat events, and the
+// script's slot-by-slot reads take every path (an event whose first 0 bit
+// an earlier event of the call set, among them).
+func TestWindowMatchesModel(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		clk := newClock(time.UnixMilli(1_000_000_000_000))
+		w := must(NewWindow(rdb, "model", WindowOptions{EventsPerBucket: 40, ErrorRate: 0.05,
+			Bucket: time.Minute, Span: 2 * time.Minute, Partitions: 2, Now: clk.now})).on(t)
+		f := w.f
+		model := map[[2]int64]map[uint64]bool{} // (partition, bucket) -> bits set
+		rng := rand.New(rand.NewPCG(1, 2))
+		seenAnswers, calls := 0, 0
+		for step := range 60 {
+			if step%6 == 5 {
+				clk.add(20 * time.Second)
+			}
+			b := w.current()
+			batch := make([]string, 1+rng.IntN(120))
+			for i := range batch {
+				batch[i] = fmt.Sprint("e", rng.IntN(400))
+			}
+			got := must(w.TestOrAddMany(ctx, batch)).on(t)
+			calls++
+			for i, e := range batch {
+				p, offsets := f.locate(nil, e)
+				seen := false
+				for g := b - int64(w.gens); g <= b+1 && !seen; g++ {
+					bits := model[[2]int64{int64(p), g}]
+					all := bits != nil
+					for _, o := range offsets {
+						all = all && bits[o]
+					}
+					seen = all
+				}
+				if !seen {
+					cur := [2]int64{int64(p), b}
+					if model[cur] == nil {
+						model[cur] = map[uint64]bool{}
+					}
+					for _, o := range offsets {
+						model[cur][o] = true
+					}
+				} else {
+					seenAnswers++
+				}
+				if got[i] != seen {
+					t.Fatalf("step %d, event %d (%s): window answered seen=%v, the model %v", step, i, e, got[i], seen)
+				}
+			}
+		}
+		t.Logf("%d calls, %d answers seen", calls, seenAnswers)
 	})
 }

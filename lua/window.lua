@@ -51,36 +51,89 @@ if not live[1] then
   if bad then return reject('ARGS', 'ARGV[' .. bad .. '] is not a decimal offset') end
 end
 
--- Read every event's bits in every live generation.
-local offsets = {unpack(ARGV, FIRST_OFFSET)}
-local get = {}
-for t = 1, #offsets do
-  get[#get + 1] = 'GET'
-  get[#get + 1] = 'u1'
-  get[#get + 1] = offsets[t]
-end
-local bits = {} -- KEYS index -> the bits read there
-for g = 1, gens do
-  if live[g] and #offsets > 0 then bits[g] = redis.call('BITFIELD_RO', KEYS[g], unpack(get)) end
+local offsets = {unpack(ARGV, FIRST_OFFSET)} -- event i's slot t: offsets[(i - 1) * k + t]
+local k = f.k
+
+-- allSet returns the events of list whose k bits are all set in the
+-- generation at key. It reads slot by slot, one BITFIELD_RO a round for
+-- the events whose bits read so far are all 1, so a new event costs about
+-- two bits a generation (a generation is at most half full), not k. When
+-- zeroAt is given, it records there each other event's first 0 slot.
+local function allSet(key, list, zeroAt)
+  local left = list
+  for t = 1, k do
+    if #left == 0 then break end
+    local get = {}
+    for j = 1, #left do
+      get[3 * j - 2], get[3 * j - 1], get[3 * j] = 'GET', 'u1', offsets[(left[j] - 1) * k + t]
+    end
+    local bits = redis.call('BITFIELD_RO', key, unpack(get))
+    local ones = {}
+    for j = 1, #left do
+      if bits[j] == 1 then ones[#ones + 1] = left[j]
+      elseif zeroAt then zeroAt[left[j]] = t end
+    end
+    left = ones
+  end
+  return left
 end
 
-local now = {} -- offset -> 1 once an earlier event of this call set it
-local none = {}
-local add = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', ITEMS_BIT, 0}
-local out, added, k = {}, 0, f.k
-for i = 1, n do
-  local first, last = (i - 1) * k + 1, i * k
-  local seen = present(offsets, bits[1] or none, now, first, last)
-  for g = 2, gens do
-    if seen then break end
-    if bits[g] then seen = present(offsets, bits[g], none, first, last) end
+-- Which events were seen before this call: the current generation first,
+-- then the others, each asked only about the events not seen yet.
+local seenBefore, zeroAt, rest = {}, {}, {}
+for i = 1, n do rest[i] = i end
+for g = 1, gens do
+  if live[g] and #rest > 0 then
+    local set = allSet(KEYS[g], rest, (g == 1) and zeroAt or nil)
+    if #set > 0 then
+      for _, i in ipairs(set) do seenBefore[i] = true end
+      local left = {}
+      for _, i in ipairs(rest) do
+        if not seenBefore[i] then left[#left + 1] = i end
+      end
+      rest = left
+    end
   end
+end
+
+-- setNow reports whether event i's bits are all set in the current
+-- generation once the events before it in this call are added (now: the
+-- offsets they set). Its first 0 slot, zeroAt[i], must be among them;
+-- the bits after it were not read, and are read here (an event repeated
+-- within a call, or one whose bits earlier events happen to cover).
+local function setNow(i, now)
+  local base, z = (i - 1) * k, zeroAt[i]
+  if live[1] and not now[offsets[base + z]] then return false end
+  local get = {}
+  for t = 1, k do
+    local o = offsets[base + t]
+    if not now[o] then
+      if not live[1] then return false end
+      if t > z then
+        get[#get + 1] = 'GET'
+        get[#get + 1] = 'u1'
+        get[#get + 1] = o
+      end
+    end
+  end
+  if #get == 0 then return true end
+  for _, bit in ipairs(redis.call('BITFIELD_RO', current, unpack(get))) do
+    if bit == 0 then return false end
+  end
+  return true
+end
+
+local now = {} -- offset -> true once an earlier event of this call set it
+local add = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', ITEMS_BIT, 0}
+local out, added = {}, 0
+for i = 1, n do
+  local seen = seenBefore[i] or setNow(i, now)
   out[i] = seen and '1' or '0'
   if not seen then
     added = added + 1
-    for t = first, last do
+    for t = (i - 1) * k + 1, i * k do
       local o = offsets[t]
-      now[o] = 1
+      now[o] = true
       add[#add + 1] = 'SET'
       add[#add + 1] = 'u1'
       add[#add + 1] = o
