@@ -3,6 +3,7 @@ package rbloom
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -128,5 +129,102 @@ func TestFaultyNetwork(t *testing.T) {
 		ops, errs, st.DroppedRequests, st.DroppedReplies, st.Conns)
 	if st.DroppedReplies == 0 {
 		t.Error("the proxy dropped no reply: the test proved nothing")
+	}
+}
+
+// TestFaultyNetworkOnce: batches under operation ids, through a proxy
+// that drops requests and replies, each sent again with the same id until
+// it succeeds, as a consumer replays what it could not confirm. Every
+// batch must then be applied exactly once: the counters equal the sum of
+// the batches added minus those removed, exactly, and every replay gets
+// the answers of the batch's first run.
+func TestFaultyNetworkOnce(t *testing.T) {
+	addr := rbloomtest.StartRedis(t)
+	proxy := rbloomtest.NewProxy(t, addr)
+	direct := redis.NewClient(&redis.Options{Addr: addr})
+	defer direct.Close()
+	// No retries by go-redis: every lost reply reaches the writer, which
+	// sends the batch again under its id (TestFaultyNetwork covers
+	// go-redis's own retries).
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	opts := Options{Slots: 40_000, Hashes: 4, Partitions: 2}
+	c := must(NewCounting(rdb, "faulty-once", opts)).on(t)
+	if err := c.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Random(11, 0.05)
+
+	const writers, batches = 6, 40
+	held := make([]map[string]int, writers) // item -> times held, per writer
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	retries := 0
+	for w := range writers {
+		held[w] = map[string]int{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			// until applies op under id, sending it again after each error.
+			until := func(op func() ([]bool, error)) []bool {
+				for range 50 {
+					if got, err := op(); err == nil {
+						return got
+					}
+					mu.Lock()
+					retries++
+					mu.Unlock()
+				}
+				t.Errorf("writer %d: 50 tries failed", w)
+				return nil
+			}
+			for b := range batches {
+				batch := []string{fmt.Sprint("w", w, "-", rng.IntN(60)), fmt.Sprint("w", w, "-", rng.IntN(60)), fmt.Sprint("w", w, "-x", b)}
+				id := fmt.Sprint("writer", w, "/batch", b)
+				first := until(func() ([]bool, error) { return c.AddManyOnce(ctx, batch, id) })
+				if again := until(func() ([]bool, error) { return c.AddManyOnce(ctx, batch, id) }); first != nil && !slices.Equal(first, again) {
+					t.Errorf("%s: replayed answers %v, first %v", id, again, first)
+				}
+				for _, item := range batch {
+					held[w][item]++
+				}
+				if b%4 == 3 { // remove this batch again
+					removed := until(func() ([]bool, error) { return c.RemoveManyOnce(ctx, batch, "rm-"+id) })
+					for i, item := range batch {
+						if removed != nil && !removed[i] {
+							t.Errorf("%s: %q was held and not removed", id, item)
+						}
+						held[w][item]--
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	proxy.Random(0, 0)
+
+	check := must(NewCounting(direct, "faulty-once", opts)).on(t)
+	got := slotValues(t, direct, check.f)
+	want := make([]int, len(got))
+	for _, h := range held {
+		for item, n := range h {
+			for _, s := range globalSlots(check.f, item) {
+				want[s] += n
+			}
+		}
+	}
+	for s := range got {
+		if want[s] >= 15 {
+			t.Fatalf("counter %d would reach %d: the workload saturates, make it smaller", s, want[s])
+		}
+		if got[s] != want[s] {
+			t.Errorf("counter %d = %d, want exactly %d", s, got[s], want[s])
+		}
+	}
+	st := proxy.Stats()
+	t.Logf("%d batches, %d sent again after an error; proxy dropped %d requests and %d replies", writers*batches, retries, st.DroppedRequests, st.DroppedReplies)
+	if st.DroppedReplies == 0 || retries == 0 {
+		t.Error("no reply dropped or no batch sent again: the test proved nothing")
 	}
 }
