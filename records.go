@@ -84,9 +84,11 @@ func onceRecord(key, op string, seq int, id, tag string, keep time.Duration, now
 	binary.BigEndian.PutUint64(field[8:], h2)
 	shard := strconv.Itoa(int(binary.BigEndian.Uint16(field[12:])) % onceShards)
 	b, span := recordBucket(keep, now)
+	hash := func(b int64) string { return key + ":r:" + strconv.FormatInt(b, 10) + ":once:" + shard }
 	keys := make([]string, 0, onceRecordKeys)
-	for _, d := range []int64{0, 1, -1, -2, -3, -4} {
-		keys = append(keys, key+":r:"+strconv.FormatInt(b+d, 10)+":once:"+shard)
+	keys = append(keys, hash(b), hash(b+1))
+	for d := int64(1); d <= recordBucketsPerKeep; d++ {
+		keys = append(keys, hash(b-d))
 	}
 	return record{field: string(field[:onceFieldBytes]), tag: tag, keys: keys, ttl: keep.Milliseconds() + 2*span}
 }
