@@ -110,13 +110,13 @@ func (c *Counting) AddManyOnce(ctx context.Context, items []string, batchID stri
 // removes, atomically, and recorded even when nothing was removed. Used
 // again for another item, it fails with ErrOpIDReused.
 func (c *Counting) RemoveOnce(ctx context.Context, item, opID string) (bool, error) {
-	return first(c.f.writeOnce(ctx, removeOp(), []string{item}, opID))
+	return first(c.f.writeOnce(ctx, c.f.removeOp(), []string{item}, opID))
 }
 
 // RemoveManyOnce is RemoveMany, applied at most once per batchID, as
 // AddManyOnce is AddMany.
 func (c *Counting) RemoveManyOnce(ctx context.Context, items []string, batchID string) ([]bool, error) {
-	return c.f.writeOnce(ctx, removeOp(), items, batchID)
+	return c.f.writeOnce(ctx, c.f.removeOp(), items, batchID)
 }
 
 // TestOrAdd reports whether item may be present, and adds it, atomically,

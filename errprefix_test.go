@@ -276,7 +276,7 @@ func TestScriptErrorCodes(t *testing.T) {
 	mismatched := newCounting(t, rdb, "codes", Options{Slots: 200, Hashes: 2})
 
 	addPrefix := c.f.call(c.f.addOp(), 0, 0, nil, placement{}, nil).args
-	removePrefix := c.f.call(removeOp(), 0, 0, nil, placement{}, nil).args
+	removePrefix := c.f.call(c.f.removeOp(), 0, 0, nil, placement{}, nil).args
 	offsets := []any{headerBits, headerBits + 4} // k = 2: one item, for add and remove alike
 	type call struct {
 		script *redis.Script
@@ -305,7 +305,7 @@ func TestScriptErrorCodes(t *testing.T) {
 		"remove offset":       {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), 1<<20, offsets[1])},
 		"remove misaligned":   {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), headerBits+2, offsets[1])},
 		"remove not a number": {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), "", offsets[1])},
-		"remove mismatch":     {removeScript, c.f.parts[0].key, append(mismatched.f.call(removeOp(), 0, 0, nil, placement{}, nil).args, offsets...)},
+		"remove mismatch":     {removeScript, c.f.parts[0].key, append(mismatched.f.call(mismatched.f.removeOp(), 0, 0, nil, placement{}, nil).args, offsets...)},
 		"remove on list":      {removeScript, keyOf(DefaultKeyPrefix, "list"), append(slices.Clone(removePrefix), offsets...)},
 	}
 	before := dump(t, rdb)

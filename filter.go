@@ -45,10 +45,9 @@ const (
 	// maxRoundTripSlots bounds the slots sent in one pipeline, so that a
 	// batch of any size is sent with bounded client memory.
 	maxRoundTripSlots = 256 * maxCallSlots
-	// opKeep is how long a write's operation record stays in Redis to make a
-	// retry of that write a no-op. go-redis gives up retrying within
-	// seconds; a minute leaves ample room.
-	opKeep = time.Minute
+	// minRetryKeep is the least time a write call's record is kept (see
+	// retryKeep in records.go).
+	minRetryKeep = time.Minute
 )
 
 // Client is what a filter needs of a Redis client: pipelines, which carry
@@ -74,6 +73,7 @@ type filter struct {
 	mustExist  bool             // a missing filter is an error, not empty
 	now        func() time.Time // the clock that picks record buckets (records.go)
 	records    *records         // names this handle's random records
+	retryKeep  time.Duration    // how long a call's random record is kept (retryKeep)
 }
 
 // part is one partition: its key and the header the scripts expect there.
@@ -115,7 +115,7 @@ func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
 	for i, key := range partitionKeys(cmp.Or(o.KeyPrefix, DefaultKeyPrefix), name, int(h.partitions)) {
 		f.parts = append(f.parts, part{key: key, head: h.withIndex(i).encode()})
 	}
-	f.records = newRecords(len(f.parts))
+	f.records, f.retryKeep = newRecords(len(f.parts)), retryKeep(rdb)
 	if o.MaxItems > 0 {
 		// Items spread evenly over the partitions; each gets its share.
 		per := (o.MaxItems + uint64(len(f.parts)) - 1) / uint64(len(f.parts))

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spaolacci/murmur3"
 )
 
@@ -111,3 +112,47 @@ func digest(window []string, at []int) string {
 	}
 	return string(h.Sum(nil)[:recordTagBytes])
 }
+
+// retryKeep is how long a call's random record is kept: as long as
+// go-redis may still re-send the call, and at least minRetryKeep. A re-send
+// can come as late as every try of the client (MaxRetries+1, or
+// MaxRedirects+1 on a cluster) waiting for a connection, dialing it with
+// all its dialer retries, writing and reading to their timeouts, with the
+// longest backoff between tries: 169 s with go-redis's defaults. With a
+// timeout disabled a re-send has no bound, and the record is kept
+// maxRetryKeep. Clients other than *redis.Client and *redis.ClusterClient
+// get the defaults' horizon.
+func retryKeep(rdb Client) time.Duration {
+	var tries, dialTries int
+	var pool, dial, dialPause, write, read, backoff time.Duration
+	switch c := rdb.(type) {
+	case *redis.Client:
+		o := c.Options()
+		tries, dialTries = o.MaxRetries+1, o.DialerRetries
+		pool, dial, dialPause, write, read, backoff = o.PoolTimeout, o.DialTimeout, o.DialerRetryTimeout, o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
+	case *redis.ClusterClient:
+		o := c.Options()
+		tries, dialTries = o.MaxRedirects+1, o.DialerRetries
+		pool, dial, dialPause, write, read, backoff = o.PoolTimeout, o.DialTimeout, o.DialerRetryTimeout, o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
+		if pool == 0 { // the node clients' default
+			pool = read + time.Second
+		}
+	default:
+		return defaultRetryKeep
+	}
+	if pool <= 0 || dial <= 0 || write <= 0 || read <= 0 {
+		return maxRetryKeep
+	}
+	perTry := pool + time.Duration(max(dialTries, 1))*(dial+dialPause) + write + read
+	return min(maxRetryKeep, max(minRetryKeep, time.Duration(max(tries, 1))*perTry+time.Duration(max(tries-1, 0))*backoff))
+}
+
+const (
+	// defaultRetryKeep is retryKeep for go-redis's default options: 4 tries
+	// of a 6 s pool wait, 5 dials of 5 s and 0.1 s, a 5 s write and a 5 s
+	// read, and 1 s between tries.
+	defaultRetryKeep = 4*(6*time.Second+5*(5100*time.Millisecond)+10*time.Second) + 3*time.Second
+	// maxRetryKeep bounds retryKeep: a client whose calls may wait forever
+	// could also re-send one after any record has gone.
+	maxRetryKeep = 10 * time.Minute
+)

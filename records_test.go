@@ -100,3 +100,38 @@ func TestRecordMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryKeep: a call's record outlives every re-send go-redis may make,
+// as its options bound them, and the record hash gets that lifetime.
+func TestRetryKeep(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		rdb  Client
+		want time.Duration
+	}{
+		{"defaults", redis.NewClient(&redis.Options{}), defaultRetryKeep},
+		{"cluster defaults", redis.NewClusterClient(&redis.ClusterOptions{}), defaultRetryKeep},
+		{"short timeouts", redis.NewClient(&redis.Options{DialTimeout: 100 * time.Millisecond, ReadTimeout: 100 * time.Millisecond, MaxRetries: 1}), minRetryKeep},
+		{"more retries", redis.NewClient(&redis.Options{MaxRetries: 9}), 10*(6*time.Second+5*5100*time.Millisecond+10*time.Second) + 9*time.Second},
+		{"no read timeout", redis.NewClient(&redis.Options{ReadTimeout: -1}), maxRetryKeep},
+	} {
+		if got := retryKeep(tt.rdb); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if defaultRetryKeep != 169*time.Second {
+		t.Errorf("defaultRetryKeep = %v, want 169s", defaultRetryKeep)
+	}
+
+	rdb := realRedis(t)
+	c := newCounting(t, rdb, "retry-keep", Options{Capacity: 100})
+	must(c.Add(ctx, "a")).on(t)
+	keys := rdb.Keys(ctx, "rbloom:{retry-keep}:r:*").Val()
+	if len(keys) != 1 {
+		t.Fatalf("record hashes %v, want one", keys)
+	}
+	span := defaultRetryKeep / recordBucketsPerKeep
+	if ttl := rdb.PTTL(ctx, keys[0]).Val(); ttl <= defaultRetryKeep || ttl > defaultRetryKeep+span {
+		t.Errorf("record hash TTL %v, want above %v, at most %v", ttl, defaultRetryKeep, defaultRetryKeep+span)
+	}
+}

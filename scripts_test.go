@@ -113,7 +113,7 @@ func TestRetryAppliesOnce(t *testing.T) {
 		c := newCounting(t, rdb, "retry", Options{Slots: 64, Hashes: 3})
 		ab := []string{"a", "b"}
 		add := c.f.call(c.f.addOp(), 0, 0, ab, c.f.place(ab), []int{0, 1})
-		remove := c.f.call(removeOp(), 0, 0, ab, c.f.place(ab), []int{0})
+		remove := c.f.call(c.f.removeOp(), 0, 0, ab, c.f.place(ab), []int{0})
 		for _, call := range []struct {
 			script *redis.Script
 			scriptCall

@@ -187,7 +187,7 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, onceID string) 
 	f := w.f
 	out := make([]bool, len(events))
 	b := w.current()
-	keep := opKeep
+	keep := f.retryKeep
 	if onceID != "" {
 		keep = f.onceWindow
 	}

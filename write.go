@@ -27,11 +27,11 @@ type writeOp struct {
 // addOp is an add; a filter of one key may be created by any add, the
 // partitions of a larger one only together, by createAll.
 func (f *filter) addOp() writeOp {
-	return writeOp{name: "add", script: addScript, create: len(f.parts) == 1, keep: opKeep}
+	return writeOp{name: "add", script: addScript, create: len(f.parts) == 1, keep: f.retryKeep}
 }
 
-func removeOp() writeOp {
-	return writeOp{name: "remove", script: removeScript, keep: opKeep}
+func (f *filter) removeOp() writeOp {
+	return writeOp{name: "remove", script: removeScript, keep: f.retryKeep}
 }
 
 func (f *filter) add(ctx context.Context, items []string) ([]bool, error) {
@@ -46,7 +46,7 @@ func (f *filter) testOrAdd(ctx context.Context, items []string) ([]bool, error) 
 }
 
 func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
-	return f.write(ctx, removeOp(), items)
+	return f.write(ctx, f.removeOp(), items)
 }
 
 // writeOnce applies op to items at most once per opID within
@@ -252,7 +252,7 @@ func (f *filter) create(ctx context.Context) error {
 // Open finds the one named like the filter; without, it checks that each
 // exists with the caller's parameters.
 func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
-	op := writeOp{name: "create", script: addScript, create: mayCreate, keep: opKeep}
+	op := writeOp{name: "create", script: addScript, create: mayCreate, keep: f.retryKeep}
 	calls := make([]scriptCall, len(f.parts))
 	for p := range f.parts {
 		calls[p] = f.call(op, p, 0, nil, placement{}, nil)

@@ -43,8 +43,8 @@ for g = 1, gens do
   if openErr then return openErr end
   live[g] = exists
 end
-local bitfield, n
-bitfield, n, err = slots(f, ARGV, FIRST_OFFSET, 'SET', '1')
+local _, n -- the BITFIELD arguments slots builds are not used: its checks are
+_, n, err = slots(f, ARGV, FIRST_OFFSET, 'SET', '1')
 if err then return err end
 if not live[1] then
   local bad = canonical(ARGV, FIRST_OFFSET)

@@ -23,8 +23,8 @@ import (
 // of the keyspace's hash tables (which grow by doubling).
 //
 // It runs before the rows and before the window's fill, while no other
-// key of the benchmark can expire (records of a single write live for a
-// minute), and on the connections the setup opened, so that no new
+// key of the benchmark can expire (records of a single write live for
+// minutes), and on the connections the setup opened, so that no new
 // client's buffers are counted. Keys that expired meanwhile are reported:
 // each would make the figures too small.
 
