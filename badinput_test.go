@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestItemEdgeCases: the empty item and an item of 1 MB are items like any
@@ -168,20 +169,20 @@ func TestDamagedHeaders(t *testing.T) {
 	}
 }
 
-// TestReservedHeaderBytes: header bytes 49-63 must be zero (byte 48 is
-// the rebuild mark); a string where they are not is no filter of this
-// version, for reads and writes alike.
+// TestReservedHeaderBytes: header bytes 57-63 must be zero (byte 48 is
+// the rebuild mark, 49-56 the incarnation); a string where they are not is
+// no filter of this version, for reads and writes alike.
 func TestReservedHeaderBytes(t *testing.T) {
 	rdb := realRedis(t)
 	c := newCounting(t, rdb, "reserved", Options{Capacity: 1000})
 	must(c.Add(ctx, "a")).on(t)
 	v := []byte(rdb.Get(ctx, c.f.parts[0].key).Val())
-	v[50] = 1
+	v[reservedByte+1] = 1
 	rdb.Set(ctx, c.f.parts[0].key, v, 0)
 	calls := allCalls(rdb, c)
 	for _, op := range sortedKeys(calls) {
 		if err := calls[op](context.Background()); !errors.Is(err, ErrNotFilter) {
-			t.Errorf("%s with byte 50 = 1: %v, want ErrNotFilter", op, err)
+			t.Errorf("%s with byte %d = 1: %v, want ErrNotFilter", op, reservedByte+1, err)
 		}
 	}
 }
@@ -207,21 +208,30 @@ func TestEmptyItemSlots(t *testing.T) {
 	}
 }
 
-// TestReservedIdentityBytes: header bytes 9-11 must be zero, and reads
-// (parseHeader) and writes (lua/filter.lua's parse) agree on it.
-func TestReservedIdentityBytes(t *testing.T) {
+// TestOnceWindowBytes: header bytes 9-11 hold the once window, part of
+// the identity: a handle with another OnceWindow gets ErrParamsMismatch
+// from reads and writes alike (parseHeader and lua/filter.lua's parse
+// agree), and Open takes the stored one.
+func TestOnceWindowBytes(t *testing.T) {
 	rdb := realRedis(t)
 	for _, i := range []int{9, 10, 11} {
-		c := newCounting(t, rdb, "reserved-"+strconv.Itoa(i), Options{Capacity: 1000})
+		c := newCounting(t, rdb, "once-"+strconv.Itoa(i), Options{Capacity: 1000})
 		must(c.Add(ctx, "a")).on(t)
 		v := []byte(rdb.Get(ctx, c.f.parts[0].key).Val())
 		v[i] = 1
 		rdb.Set(ctx, c.f.parts[0].key, v, 0)
 		calls := allCalls(rdb, c)
 		for _, op := range sortedKeys(calls) {
-			if err := calls[op](ctx); !errors.Is(err, ErrNotFilter) {
-				t.Errorf("%s with byte %d = 1: %v, want ErrNotFilter", op, i, err)
+			if op == "Open" {
+				continue
 			}
+			if err := calls[op](ctx); !errors.Is(err, ErrParamsMismatch) {
+				t.Errorf("%s with byte %d = 1: %v, want ErrParamsMismatch", op, i, err)
+			}
+		}
+		opened := must(OpenCounting(ctx, rdb, "once-"+strconv.Itoa(i), Options{})).on(t)
+		if want := time.Duration(1<<(8*(11-i))) * time.Second; opened.f.onceWindow != want {
+			t.Errorf("Open with byte %d = 1: once window %v, want %v", i, opened.f.onceWindow, want)
 		}
 	}
 }

@@ -48,6 +48,19 @@ var (
 	// replay and silently dropped.
 	ErrOpIDReused = errors.New("rbloom: operation id already used for another item")
 
+	// ErrRebuilding is returned by Rebuild when another rebuild of the
+	// filter is running (from any process). Nothing was changed: try
+	// again once it has finished. A rebuild whose process died holds the
+	// filter for at most rebuildLease (30 seconds).
+	ErrRebuilding = errors.New("rbloom: another rebuild of the filter is running")
+
+	// ErrRebuildLost is returned by Rebuild when what it had set up was
+	// changed under it: the filter was dropped, expired or created anew,
+	// another rebuild took over after this one stalled, or a failover lost
+	// its start. The partitions it reports were not switched; the filter
+	// keeps its old counters there, and nothing it held was lost.
+	ErrRebuildLost = errors.New("rbloom: rebuild interrupted")
+
 	// ErrFull is returned by an add that would take the filter past
 	// Options.MaxItems. That call added nothing (a batch may have added
 	// the items of its other calls).
@@ -59,12 +72,14 @@ var (
 // NOSCRIPT, READONLY, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, MOVED, ASK
 // and BUSY, and an error of ours must never trigger that.
 var scriptErrors = map[string]error{
-	"RBLOOM_MISMATCH":  ErrParamsMismatch,
-	"RBLOOM_NOTFILTER": ErrNotFilter,
-	"RBLOOM_DAMAGED":   ErrDamaged,
-	"RBLOOM_OPID":      ErrOpIDReused,
-	"RBLOOM_FULL":      ErrFull,
-	"RBLOOM_ARGS":      errors.New("rbloom: script rejected its arguments"),
+	"RBLOOM_MISMATCH":   ErrParamsMismatch,
+	"RBLOOM_NOTFILTER":  ErrNotFilter,
+	"RBLOOM_DAMAGED":    ErrDamaged,
+	"RBLOOM_OPID":       ErrOpIDReused,
+	"RBLOOM_FULL":       ErrFull,
+	"RBLOOM_REBUILDING": ErrRebuilding,
+	"RBLOOM_LOST":       ErrRebuildLost,
+	"RBLOOM_ARGS":       errors.New("rbloom: script rejected its arguments"),
 }
 
 // opError is the error of one call of the API. Its message is
@@ -92,14 +107,20 @@ func callError(op string, err error) error {
 	if _, ok := err.(*opError); ok || err == nil {
 		return err
 	}
+	return &opError{op: op, err: scriptError(err)}
+}
+
+// scriptError returns err, or, when it is an error reply of one of our
+// scripts, its sentinel with the script's detail.
+func scriptError(err error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		code, detail, _ := strings.Cut(rerr.Error(), " ")
 		if sentinel, ok := scriptErrors[code]; ok {
-			err = fmt.Errorf("%w: %s", sentinel, detail)
+			return fmt.Errorf("%w: %s", sentinel, detail)
 		}
 	}
-	return &opError{op: op, err: err}
+	return err
 }
 
 // anotherType is the error for a key that holds another type than string.

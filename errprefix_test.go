@@ -312,7 +312,11 @@ func TestScriptErrorCodes(t *testing.T) {
 	code := regexp.MustCompile(`^RBLOOM_[A-Z]+ `)
 	for _, name := range sortedKeys(calls) {
 		cl := calls[name]
-		err := cl.script.Run(ctx, rdb, forgedKeys(cl.key), cl.args...).Err()
+		keys := forgedKeys(cl.key)
+		if cl.script == removeScript {
+			keys = forgedRemoveKeys(cl.key)
+		}
+		err := cl.script.Run(ctx, rdb, keys, cl.args...).Err()
 		var rerr redis.Error
 		switch {
 		case err == nil:
@@ -372,7 +376,7 @@ func TestErrorStyle(t *testing.T) {
 		o    Options
 		want string // after "rbloom: <op>: "
 	}{
-		{"stored", Options{Capacity: 200}, `filter parameters differ from the stored ones: rbloom:\{stored\} is counting m=959 k=7 partition 0 of 1, caller wants counting m=1918 k=7 partition 0 of 1$`},
+		{"stored", Options{Capacity: 200}, `filter parameters differ from the stored ones: rbloom:\{stored\} is counting m=959 k=7 once=3600s partition 0 of 1, caller wants counting m=1918 k=7 once=3600s partition 0 of 1$`},
 		{"list", Options{Capacity: 100}, `key does not hold an rbloom filter: rbloom:\{list\} holds another type$`},
 		{"long", Options{Capacity: 100}, `filter damaged: rbloom:\{long\} is 545 bytes long, want 544$`},
 		{"missing", Options{Capacity: 100, MustExist: true}, `filter not found: missing$`},

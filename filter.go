@@ -108,9 +108,9 @@ func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
 	if err := o.checkHandleOf(rdb, name); err != nil {
 		return nil, err
 	}
-	h.index, h.items = 0, 0
+	h.index, h.items, h.inc = 0, 0, ""
 	f := &filter{rdb: rdb, name: name, h: h, ttl: o.TTL, ttlMS: strconv.FormatInt(o.TTL.Milliseconds(), 10),
-		partLimit: "0", onceWindow: cmp.Or(o.OnceWindow, DefaultOnceWindow), mustExist: o.MustExist,
+		partLimit: "0", onceWindow: h.onceWindow(), mustExist: o.MustExist,
 		fcall: o.UseFunctions, now: time.Now}
 	for i, key := range partitionKeys(cmp.Or(o.KeyPrefix, DefaultKeyPrefix), name, int(h.partitions)) {
 		f.parts = append(f.parts, part{key: key, head: h.withIndex(i).encode()})
@@ -220,12 +220,14 @@ func (f *filter) offsetArgs(args []any, pl placement, at []int) []any {
 	return args
 }
 
-// drop deletes the filter's keys. A dropped filter reads as empty and is
-// created again by the next write.
+// drop deletes the filter's keys, a rebuild's copies and leases included,
+// so that a rebuild running meanwhile cannot switch. A dropped filter reads
+// as empty and is created again by the next write, with a new incarnation:
+// the operation records left behind are never replayed on it.
 func (f *filter) drop(ctx context.Context) error {
-	pipe := f.rdb.Pipeline() // one DEL per key: they are in other cluster slots
+	pipe := f.rdb.Pipeline() // one DEL per slot: the partitions are in other cluster slots
 	for _, p := range f.parts {
-		pipe.Del(ctx, p.key)
+		pipe.Del(ctx, p.key, copyKey(p.key), leaseKey(p.key))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)

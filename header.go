@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 )
 
 // A filter partition is one Redis string: a fixed 64-byte header followed
@@ -18,7 +19,8 @@ import (
 //	 6       1    format version (1)
 //	 7       1    mode: 'c' counting (4-bit counters), 'b' classic (1 bit)
 //	 8       1    k, the number of hash functions
-//	 9       3    zero
+//	 9       3    the once window in seconds (uint24, big-endian); 0 means
+//	              the default, one hour (see Options.OnceWindow)
 //	12       4    m, the number of slots (uint32, big-endian)
 //	16       4    P, the number of partitions (uint32, big-endian)
 //	20       4    this partition's index, 0 to P-1 (uint32, big-endian)
@@ -26,25 +28,38 @@ import (
 //	32       8    capacity n the filter was sized for (uint64)
 //	40       8    target error rate p (IEEE 754 float64)
 //	48       1    1 while a rebuild copies the partition (rebuild.lua), else 0
-//	49      15    zero
+//	49       8    incarnation: random bytes written when the partition is
+//	              created, kept by a rebuild; 0 in partitions of old versions
+//	57       7    zero
 //
 // m is the number of slots of this partition; the filter has P*m. Bytes
 // 0-23 are the partition's identity: a writer whose identity differs gets
-// ErrParamsMismatch. Bytes 24-63 are informational. Slot i starts at bit
+// ErrParamsMismatch. The once window is part of it because where an
+// operation id's record lives, and how long it is kept, follow from it: two
+// processes that disagreed on it could each miss the other's records and
+// apply one id twice. The incarnation tells this partition's operation
+// records from those of a filter of the same name that was dropped: a
+// record carries the incarnation it was written in, and one of another
+// incarnation is never replayed. Bytes 24-63 are not compared. Slot i starts at bit
 // 512 + i*w of the string, where w is 4 (counting) or 1 (classic); the
 // string is always exactly 64 + ceil(m*w/8) bytes long.
 //
 // These constants are the one home of the layout: scripts.go writes them
 // into the scripts too (luaConstants), so Go and Lua cannot disagree.
 const (
-	headerSize    = 64
-	identitySize  = 24 // bytes 0-23
-	itemsByte     = 24 // the item count, bytes 24-31
-	markByte      = 48 // the rebuild mark
-	reservedByte  = 49 // bytes 49-63 are zero
-	headerBits    = headerSize * 8
-	formatVersion = 1
-	magic         = "rbloom"
+	headerSize   = 64
+	identitySize = 24 // bytes 0-23
+	itemsByte    = 24 // the item count, bytes 24-31
+	onceByte     = 9  // the once window, bytes 9-11
+	markByte     = 48 // the rebuild mark
+	incByte      = 49 // the incarnation, bytes 49-56
+	incSize      = 8
+	reservedByte = 57 // bytes 57-63 are zero
+	// maxOnceSeconds is the longest once window the header holds.
+	maxOnceSeconds = 1<<24 - 1
+	headerBits     = headerSize * 8
+	formatVersion  = 1
+	magic          = "rbloom"
 	// maxStringBytes is the longest string Redis holds: 512 MiB.
 	maxStringBytes = 512 << 20
 )
@@ -94,6 +109,8 @@ type header struct {
 	items      int64
 	capacity   uint64
 	errorRate  float64
+	once       uint32 // the once window in seconds; 0 for the default
+	inc        string // the incarnation, incSize bytes; zeros when none
 }
 
 // size is the length in bytes of the Redis string holding the filter.
@@ -108,6 +125,8 @@ func (h header) encode() string {
 	b[6] = formatVersion
 	b[7] = byte(h.mode)
 	b[8] = byte(h.k)
+	b[onceByte], b[onceByte+1], b[onceByte+2] = byte(h.once>>16), byte(h.once>>8), byte(h.once)
+	copy(b[incByte:incByte+incSize], h.inc)
 	binary.BigEndian.PutUint32(b[12:], uint32(h.m))
 	binary.BigEndian.PutUint32(b[16:], h.partitions)
 	binary.BigEndian.PutUint32(b[20:], h.index)
@@ -135,6 +154,8 @@ func parseHeader(b string) (header, error) {
 		items:      int64(be(b[24:32])),
 		capacity:   be(b[32:40]),
 		errorRate:  math.Float64frombits(be(b[40:48])),
+		once:       uint32(be(b[onceByte : onceByte+3])),
+		inc:        b[incByte : incByte+incSize],
 	}
 	switch {
 	case h.mode != ModeCounting && h.mode != ModeClassic:
@@ -143,7 +164,7 @@ func parseHeader(b string) (header, error) {
 		return header{}, fmt.Errorf("%w: k = %d outside 1..%d", ErrNotFilter, h.k, MaxHashes)
 	case h.m < 1 || h.m > h.mode.maxSlots():
 		return header{}, fmt.Errorf("%w: m = %d outside 1..%d", ErrNotFilter, h.m, h.mode.maxSlots())
-	case b[9:12] != "\x00\x00\x00" || b[reservedByte:headerSize] != reservedTail:
+	case b[reservedByte:headerSize] != reservedTail:
 		// The identity must be exactly what encode writes, or Open would
 		// build a filter whose writes are refused as a mismatch.
 		return header{}, fmt.Errorf("%w: reserved header bytes are not zero", ErrNotFilter)
@@ -156,7 +177,20 @@ func parseHeader(b string) (header, error) {
 // describe names the parameters, as error messages (and lua/filter.lua's
 // describe) do.
 func (h header) describe() string {
-	return fmt.Sprintf("%s m=%d k=%d partition %d of %d", h.mode, h.m, h.k, h.index, h.partitions)
+	return fmt.Sprintf("%s m=%d k=%d once=%ds partition %d of %d", h.mode, h.m, h.k, h.onceSeconds(), h.index, h.partitions)
+}
+
+// onceSeconds is the once window in seconds, the default's included.
+func (h header) onceSeconds() int64 {
+	if h.once == 0 {
+		return int64(DefaultOnceWindow / time.Second)
+	}
+	return int64(h.once)
+}
+
+// onceWindow is how long operation ids are remembered.
+func (h header) onceWindow() time.Duration {
+	return time.Duration(h.onceSeconds()) * time.Second
 }
 
 // withIndex returns h as the header of partition i.
@@ -170,7 +204,7 @@ func notFilter(key string, err error) error {
 	return fmt.Errorf("%w: %s: %s", ErrNotFilter, key, strings.TrimPrefix(err.Error(), ErrNotFilter.Error()+": "))
 }
 
-// reservedTail is what header bytes 49-63 must hold.
+// reservedTail is what header bytes 57-63 must hold.
 var reservedTail = strings.Repeat("\x00", headerSize-reservedByte)
 
 // be decodes a big-endian unsigned integer of up to 8 bytes without copying

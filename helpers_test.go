@@ -289,8 +289,13 @@ func startReplicated(t *testing.T) (master, replica *rbloomtest.Server, rdb, rep
 // calls made to the scripts directly.
 const forgedField = "forged-field"
 
-// forgedKeys are the keys of a direct call of add.lua or remove.lua to the
-// partition at key: it, its copy, and one hash for the call's record.
+// forgedKeys are the keys of a direct call of add.lua to the partition at
+// key: it, its copy, and one hash for the call's record.
 func forgedKeys(key string) []string {
 	return []string{key, copyKey(key), key + ":r:forged"}
+}
+
+// forgedRemoveKeys are forgedKeys for remove.lua, which has no copy.
+func forgedRemoveKeys(key string) []string {
+	return []string{key, key + ":r:forged"}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,6 +51,11 @@ type Info struct {
 	// Damaged is true when some partitions are missing or hold something
 	// else while others are sound: see ErrDamaged, and each partition's Err.
 	Damaged bool
+	// EvictionPolicy is the maxmemory-policy of the servers that hold the
+	// filter (INFO memory; on a cluster, the first master's that is not
+	// noeviction), or "" when the server does not say (the Redis user may
+	// not run INFO, or the server has no INFO memory). See Evicts.
+	EvictionPolicy string
 	// Partitions describes each partition, in order.
 	Partitions []PartitionInfo
 }
@@ -58,6 +65,65 @@ type Info struct {
 // it into a bigger one.
 func (in *Info) Overfull() bool {
 	return in.Fill > 1 || (in.ErrorRate > 0 && in.MeasuredFalsePositiveRate > 2*in.ErrorRate)
+}
+
+// Evicts reports whether the server may evict keys of the filter when it
+// runs out of memory: under any policy but noeviction. Under a volatile-*
+// policy only keys with a TTL go, but the operation records that make
+// AddOnce and the other once calls (and go-redis's retries) apply once
+// always have one: an evicted record lets a replay apply a second time,
+// and a Remove applied twice can make a held item test absent. Under an
+// allkeys-* policy a partition can go too (reads then answer "may be
+// present" for its items, and writes fail with ErrDamaged). Run the
+// filter's Redis with maxmemory-policy noeviction.
+func (in *Info) Evicts() bool {
+	return in.EvictionPolicy != "" && in.EvictionPolicy != "noeviction"
+}
+
+// evictionPolicy reads the maxmemory-policy of the servers of f, from
+// INFO memory (every master of a cluster): the first that is not
+// noeviction, or "" when INFO is refused.
+func (f *filter) evictionPolicy(ctx context.Context) (string, error) {
+	var texts []string
+	var mu sync.Mutex
+	read := func(ctx context.Context, c *redis.Client) error {
+		s, err := c.Info(ctx, "memory").Result()
+		mu.Lock()
+		texts = append(texts, s)
+		mu.Unlock()
+		return err
+	}
+	var err error
+	switch c := f.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, read)
+	case *redis.Client:
+		err = read(ctx, c)
+	default:
+		pipe := f.rdb.Pipeline()
+		cmd := pipe.Info(ctx, "memory")
+		_, err = pipe.Exec(ctx)
+		texts = append(texts, cmd.Val())
+	}
+	var refused redis.Error // NOPERM, or a server without INFO memory (miniredis)
+	if errors.As(err, &refused) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	policy := ""
+	for _, text := range texts {
+		for _, line := range strings.Split(text, "\n") {
+			if v, ok := strings.CutPrefix(line, "maxmemory_policy:"); ok {
+				v = strings.TrimSpace(v)
+				if policy == "" || policy == "noeviction" {
+					policy = v
+				}
+			}
+		}
+	}
+	return policy, nil
 }
 
 // PartitionInfo describes one partition of a filter.
@@ -167,6 +233,11 @@ func (f *filter) readInfo(ctx context.Context) (*Info, error) {
 	if err := f.scan(ctx, in); err != nil {
 		return nil, err
 	}
+	policy, err := f.evictionPolicy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in.EvictionPolicy = policy
 	// The partitions share the items: each holds about Items/P in m slots.
 	perPart := uint64(max(0, in.Items)) / uint64(len(f.parts))
 	in.FalsePositiveRate = FalsePositiveRate(perPart, f.h.m, f.h.k)

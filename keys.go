@@ -12,6 +12,7 @@ import (
 //
 //	rbloom:{tag}                   a partition
 //	rbloom:{tag}:next              its copy while a rebuild fills it
+//	rbloom:{tag}:rebuild           the lease of the rebuild that holds it
 //	rbloom:{tag}:r:<b>:<handle>:<n>  a hash of write records: the n-th
 //	                                 hundred of a handle's calls to the
 //	                                 partition in record bucket b
@@ -47,3 +48,7 @@ func printable(s string) bool {
 
 // copyKey is the key of the copy of the partition at key, during a rebuild.
 func copyKey(key string) string { return key + ":next" }
+
+// leaseKey is the key of the lease of the rebuild that holds the partition
+// at key.
+func leaseKey(key string) string { return key + ":rebuild" }

@@ -21,16 +21,17 @@ const DefaultOnceWindow = time.Hour
 // field means its default; invalid values are rejected with
 // ErrInvalidOptions, never clamped.
 //
-// The first five fields size the filter and are stored with it in Redis
-// (in every partition's header): set Capacity (and optionally ErrorRate),
-// and m and k are derived with OptimalSlots and OptimalHashes, or set
-// Slots and Hashes explicitly. A handle whose sizing differs from the
-// stored filter's gets ErrParamsMismatch; OpenCounting and OpenClassic take
-// them from Redis and refuse them in Options.
+// The first six fields are stored with the filter in Redis (in every
+// partition's header): set Capacity (and optionally ErrorRate), and m and
+// k are derived with OptimalSlots and OptimalHashes, or set Slots and
+// Hashes explicitly. A handle whose stored fields differ from the stored
+// filter's gets ErrParamsMismatch; OpenCounting and OpenClassic take them
+// from Redis and refuse them in Options.
 //
 // The other fields belong to one handle: two processes may use the same
-// filter with different ones (KeyPrefix excepted: it must be the same to
-// find the filter).
+// filter with different ones, and none of them changes where data lives
+// or what it means (KeyPrefix names the filter: another prefix is another
+// filter).
 type Options struct {
 	// Capacity is n, the number of items the filter is sized for. Required
 	// unless Slots and Hashes are both set.
@@ -56,6 +57,15 @@ type Options struct {
 	// makes a new filter: the stored one then answers ErrParamsMismatch.
 	Partitions int
 
+	// OnceWindow is how long AddOnce, RemoveOnce and the other once calls
+	// remember an operation id: a repeat within it is answered without
+	// being applied again. It is a whole number of seconds, at most
+	// 194 days. It is stored with the filter, because every process must
+	// look for an id's record where the others wrote it and keep it as
+	// long: a handle with another OnceWindow gets ErrParamsMismatch.
+	// Default DefaultOnceWindow (1 hour).
+	OnceWindow time.Duration
+
 	// The fields below belong to the handle, not to the stored filter.
 
 	// KeyPrefix starts the name of every Redis key of the filter, so that
@@ -64,12 +74,6 @@ type Options struct {
 	// characters; at most 64 bytes. Every handle of a filter, Open's
 	// included, must use the same. Default DefaultKeyPrefix ("rbloom:").
 	KeyPrefix string
-
-	// OnceWindow is how long AddOnce and RemoveOnce remember an operation
-	// id: a repeat within it is answered without being applied again. Each
-	// id costs about 100 bytes of Redis memory for that long. Default
-	// DefaultOnceWindow (1 hour).
-	OnceWindow time.Duration
 
 	// WaitReplicas, when positive, makes every write wait until that many
 	// replicas have it (Redis WAIT), or fail with ErrNotReplicated after
@@ -128,15 +132,27 @@ func (o Options) checkHandle() error {
 		return bad("TTL = %v, want 0 (no expiry) or at least 1ms", o.TTL)
 	case o.WaitReplicas < 0 || o.WaitTimeout < 0:
 		return bad("WaitReplicas = %d, WaitTimeout = %v: want 0 or more", o.WaitReplicas, o.WaitTimeout)
-	case o.OnceWindow < 0 || (o.OnceWindow > 0 && o.OnceWindow < time.Millisecond):
-		return bad("OnceWindow = %v, want 0 (the default) or at least 1ms", o.OnceWindow)
 	}
 	return checkKeyPrefix(o.KeyPrefix)
 }
 
+// onceSeconds validates OnceWindow and returns it as the header keeps it:
+// whole seconds, 0 for the default.
+func (o Options) onceSeconds() (uint32, error) {
+	w := o.OnceWindow
+	if w < 0 || w%time.Second != 0 || w > maxOnceSeconds*time.Second {
+		return 0, fmt.Errorf("%w: OnceWindow = %v, want 0 (the default, %v) or whole seconds up to %v",
+			ErrInvalidOptions, w, DefaultOnceWindow, maxOnceSeconds*time.Second)
+	}
+	if w == DefaultOnceWindow {
+		return 0, nil // so that filters made before it was stored agree
+	}
+	return uint32(w / time.Second), nil
+}
+
 // sized reports whether o sets a field that is stored with the filter.
 func (o Options) sized() bool {
-	return o.Capacity != 0 || o.ErrorRate != 0 || o.Slots != 0 || o.Hashes != 0 || o.Partitions != 0
+	return o.Capacity != 0 || o.ErrorRate != 0 || o.Slots != 0 || o.Hashes != 0 || o.Partitions != 0 || o.OnceWindow != 0
 }
 
 // resolve validates o and returns the header of the filter it describes.
@@ -146,6 +162,10 @@ func (o Options) resolve(mode Mode) (header, error) {
 		return header{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
 	}
 	if err := o.checkHandle(); err != nil {
+		return header{}, err
+	}
+	once, err := o.onceSeconds()
+	if err != nil {
 		return header{}, err
 	}
 	p := o.ErrorRate
@@ -161,7 +181,7 @@ func (o Options) resolve(mode Mode) (header, error) {
 	case o.Capacity == 0 && o.Hashes == 0:
 		return bad("Hashes is 0 and Capacity is 0: set Hashes, or Capacity to derive it")
 	}
-	h := header{mode: mode, k: o.Hashes, m: o.Slots, partitions: 1, capacity: o.Capacity, errorRate: p}
+	h := header{mode: mode, k: o.Hashes, m: o.Slots, partitions: 1, capacity: o.Capacity, errorRate: p, once: once}
 	field := "Slots"
 	if h.m == 0 {
 		if p == 0 {

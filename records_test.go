@@ -3,6 +3,7 @@ package rbloom
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +134,115 @@ func TestRetryKeep(t *testing.T) {
 	span := defaultRetryKeep / recordBucketsPerKeep
 	if ttl := rdb.PTTL(ctx, keys[0]).Val(); ttl <= defaultRetryKeep || ttl > defaultRetryKeep+span {
 		t.Errorf("record hash TTL %v, want above %v, at most %v", ttl, defaultRetryKeep, defaultRetryKeep+span)
+	}
+}
+
+// TestOnceWindowStored: the once window is stored with the filter, so two
+// handles can never disagree on where an id's record is and how long it
+// lasts (before, handles with OnceWindow 1h and 2h each missed the other's
+// records: AddOnce counted twice, RemoveOnce removed twice, and a window
+// answered a replayed batch anew). A handle with another window gets
+// ErrParamsMismatch, from every once call, and writes nothing; the default
+// and an explicit hour agree; Open takes the stored window.
+func TestOnceWindowStored(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		hour := newCounting(t, rdb, "stored", Options{Capacity: 1000, OnceWindow: time.Hour})
+		must(hour.AddOnce(ctx, "x", "id-1")).on(t)
+		defaulted := newCounting(t, rdb, "stored", Options{Capacity: 1000})
+		if maybe := must(defaulted.AddOnce(ctx, "x", "id-1")).on(t); maybe {
+			t.Error("the replay through the default window's handle answered present: it was applied again")
+		}
+		before := dump(t, rdb)
+		other := newCounting(t, rdb, "stored", Options{Capacity: 1000, OnceWindow: 2 * time.Hour})
+		calls := map[string]func() error{
+			"AddOnce":        func() error { _, err := other.AddOnce(ctx, "x", "id-1"); return err },
+			"AddManyOnce":    func() error { _, err := other.AddManyOnce(ctx, []string{"x"}, "id-2"); return err },
+			"RemoveOnce":     func() error { _, err := other.RemoveOnce(ctx, "x", "id-3"); return err },
+			"RemoveManyOnce": func() error { _, err := other.RemoveManyOnce(ctx, []string{"x"}, "id-4"); return err },
+			"Add":            func() error { _, err := other.Add(ctx, "y"); return err },
+		}
+		for _, name := range sortedKeys(calls) {
+			if err := calls[name](); !errors.Is(err, ErrParamsMismatch) {
+				t.Errorf("%s through a handle with another OnceWindow: %v, want ErrParamsMismatch", name, err)
+			}
+		}
+		if after := dump(t, rdb); !maps.Equal(before, after) {
+			t.Error("calls refused for another OnceWindow changed Redis")
+		}
+		if n := must(hour.Count(ctx, "x")).on(t); n != 1 {
+			t.Errorf("Count(x) = %d, want 1 (one AddOnce, replayed)", n)
+		}
+		opened := must(OpenCounting(ctx, rdb, "stored", Options{})).on(t)
+		if opened.f.onceWindow != time.Hour {
+			t.Errorf("Open: once window %v, want 1h", opened.f.onceWindow)
+		}
+		if _, err := OpenCounting(ctx, rdb, "stored", Options{OnceWindow: time.Hour}); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("OpenCounting with OnceWindow set: %v, want ErrInvalidOptions (it comes from Redis)", err)
+		}
+
+		// Windows store theirs in each generation.
+		wo := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: time.Hour, OnceWindow: time.Hour}
+		w := must(NewWindow(rdb, "stored-window", wo)).on(t)
+		first := must(w.TestOrAddManyOnce(ctx, []string{"e1", "e2"}, "batch")).on(t)
+		wo.OnceWindow = 2 * time.Hour
+		w2 := must(NewWindow(rdb, "stored-window", wo)).on(t)
+		if got, err := w2.TestOrAddManyOnce(ctx, []string{"e1", "e2"}, "batch"); !errors.Is(err, ErrParamsMismatch) {
+			t.Errorf("a window handle with another OnceWindow replaying a batch: %v, %v, want ErrParamsMismatch (first answers %v)", got, err, first)
+		}
+		for _, bad := range []time.Duration{time.Millisecond, 1500 * time.Millisecond, -time.Second, (1 << 24) * time.Second} {
+			if _, err := NewCounting(rdb, "bad", Options{Capacity: 10, OnceWindow: bad}); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "OnceWindow") {
+				t.Errorf("OnceWindow = %v: %v, want ErrInvalidOptions naming OnceWindow", bad, err)
+			}
+		}
+	})
+}
+
+// TestDropForgetsRecords: a record belongs to the filter it was written
+// for. After Drop and a new filter of the same name, an id used before the
+// Drop is applied anew (before the fix it was answered as a replay, wrote
+// nothing, and the item tested absent); and Drop takes a rebuild's copies
+// and leases with it.
+func TestDropForgetsRecords(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		for _, parts := range []int{1, 3} {
+			name := fmt.Sprint("reborn-", parts)
+			c := newCounting(t, rdb, name, Options{Capacity: 1000, Partitions: parts})
+			must(c.AddOnce(ctx, "x", "id-1")).on(t)
+			must(c.AddManyOnce(ctx, []string{"a", "b", "c"}, "batch-1")).on(t)
+			must(c.RemoveOnce(ctx, "x", "id-2")).on(t)
+			if err := c.Drop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			must(c.AddOnce(ctx, "x", "id-1")).on(t)
+			must(c.AddManyOnce(ctx, []string{"a", "b", "c"}, "batch-1")).on(t)
+			for _, item := range []string{"x", "a", "b", "c"} {
+				if !must(c.Test(ctx, item)).on(t) {
+					t.Errorf("P=%d: %q, added under an id used before the Drop, tests absent", parts, item)
+				}
+			}
+			if removed := must(c.RemoveOnce(ctx, "x", "id-2")).on(t); !removed {
+				t.Errorf("P=%d: RemoveOnce under an id used before the Drop answered its old answer, not removed", parts)
+			}
+			if n := must(c.Info(ctx)).on(t).Items; n != 3 {
+				t.Errorf("P=%d: Items = %d, want 3", parts, n)
+			}
+		}
+	})
+}
+
+// TestInfoEvictionPolicy: Info reports the server's maxmemory-policy and
+// whether it can evict the filter's keys or its records (before, README
+// advised a volatile-* policy, under which record hashes, which always
+// have a TTL, were evicted and a replayed batch applied twice).
+func TestInfoEvictionPolicy(t *testing.T) {
+	rdb := realRedis(t)
+	c := newCounting(t, rdb, "policy", Options{Capacity: 1000})
+	must(c.Add(ctx, "a")).on(t)
+	for _, policy := range []string{"noeviction", "volatile-lru", "allkeys-lru"} {
+		rdb.ConfigSet(ctx, "maxmemory-policy", policy)
+		in := must(c.Info(ctx)).on(t)
+		if in.EvictionPolicy != policy || in.Evicts() != (policy != "noeviction") {
+			t.Errorf("under %s: EvictionPolicy %q, Evicts %v", policy, in.EvictionPolicy, in.Evicts())
+		}
 	}
 }

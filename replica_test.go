@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,67 @@ func TestWaitReplicasCluster(t *testing.T) {
 	}
 	if _, err := c.Add(ctx, onOther); err != nil {
 		t.Errorf("Add to a master whose replica is up: %v", err)
+	}
+}
+
+// TestFailoverWaitReplicas: a master of a 3-master cluster fails over to
+// its replica (CLUSTER FAILOVER) while a Rebuild with WaitReplicas fills
+// the filter and writers add. The writes made right after the failover
+// follow the MOVED to the new master and succeed (before the fix they
+// failed with "WAIT cannot be used with replica instances", the WAIT's
+// error being looked at before the MOVED, until go-redis reloaded its slot
+// map); the rebuild switches, and no item tests absent.
+func TestFailoverWaitReplicas(t *testing.T) {
+	cl, rdb := clusterClient(t)
+	replicas := cl.AddReplicas(t)
+	masters := cl.Addrs()
+	o := Options{Capacity: 6000, Partitions: 3, WaitReplicas: 1, WaitTimeout: 5 * time.Second}
+	c := must(NewCounting(rdb, "failover", o)).on(t)
+	items := make([]string, 600)
+	for i := range items {
+		items[i] = fmt.Sprint("item-", i)
+	}
+	must(c.AddMany(ctx, items)).on(t)
+	owner := must(cl.SlotOwner(ctx, int(keySlot(c.f.parts[0].key[len("rbloom:{"):len(c.f.parts[0].key)-1])))).on(t)
+	promoted := replicas[slices.Index(masters, owner)]
+	late := []string{"late-1", "late-2", "late-3", "late-4", "late-5", "late-6"}
+	err := c.Rebuild(ctx, func(add func([]string) error) error {
+		if err := add(items[:300]); err != nil {
+			return err
+		}
+		rep := redis.NewClient(&redis.Options{Addr: promoted})
+		defer rep.Close()
+		rep.ConfigSet(ctx, "repl-diskless-sync-delay", "0")
+		if err := rep.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
+			return fmt.Errorf("CLUSTER FAILOVER: %w", err)
+		}
+		var info string
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			info = rep.Info(ctx, "replication").Val()
+			if strings.Contains(info, "role:master") && strings.Contains(info, "state=online") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s did not become a master with a replica online: %s", promoted, info)
+			}
+		}
+		if _, err := c.AddMany(ctx, late); err != nil {
+			return fmt.Errorf("AddMany right after the failover: %w", err)
+		}
+		return add(items[300:])
+	})
+	if err != nil {
+		t.Fatalf("Rebuild across a failover: %v", err)
+	}
+	all := append(slices.Clone(items), late...)
+	for i, ok := range must(c.TestMany(ctx, all)).on(t) {
+		if !ok {
+			t.Errorf("%q tests absent after the failover and the rebuild", all[i])
+		}
+	}
+	for _, p := range c.f.parts {
+		if n := rdb.Exists(ctx, copyKey(p.key), leaseKey(p.key)).Val(); n != 0 {
+			t.Errorf("%s: its copy or lease is left after the rebuild", p.key)
+		}
 	}
 }

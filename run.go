@@ -59,10 +59,7 @@ func runPipelined(ctx context.Context, rdb Client, script *redis.Script, fcall b
 		if _, err := pipe.Exec(ctx); err != nil && cmds[pending[0]].Err() == nil && cmds[pending[0]].Val() == nil {
 			return nil, err
 		}
-		if err := repl.check(waited); err != nil {
-			return nil, err
-		}
-		var refused error
+		var refused, moved error
 		pending = pending[:0]
 		for i, cmd := range cmds {
 			switch err := cmd.Err(); {
@@ -70,7 +67,18 @@ func runPipelined(ctx context.Context, rdb Client, script *redis.Script, fcall b
 				pending = append(pending, i) // again at once, with EVAL
 			case unapplied(err) && (follows || !redirected(err)):
 				pending, refused = append(pending, i), err
+			case redirected(err):
+				moved = err
 			}
+		}
+		// A node that answered MOVED is no longer the master of the slot
+		// (a failover): its WAIT fails ("WAIT cannot be used with replica
+		// instances"), and the caller must follow the MOVED, not give up.
+		if moved != nil {
+			return nil, moved
+		}
+		if err := repl.check(waited); err != nil {
+			return nil, err
 		}
 		if refused != nil {
 			if err := wait.next(ctx); err != nil {

@@ -79,7 +79,7 @@ func TestForgedArguments(t *testing.T) {
 			}
 			for name, slots := range adds {
 				args := append([]any{c.f.parts[0].head, "60000", forgedField, ""}, slots...)
-				err := removeScript.Run(ctx, rdb, forgedKeys(key), args...).Err()
+				err := removeScript.Run(ctx, rdb, forgedRemoveKeys(key), args...).Err()
 				// Lua's tonumber reads some of the bad offsets ("0x200",
 				// "0512", " 512") and only BITFIELD refuses them; on a
 				// missing filter remove answers "absent" without calling

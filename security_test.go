@@ -39,6 +39,10 @@ var aclCommands = []string{
 	"+bitcount",     // Info: count the set bits of a classic filter
 	"+del",          // Drop, and rebuild.lua: drop an aborted copy
 	"+rename",       // rebuild.lua: put the rebuilt copy in place
+	"+get",          // rebuild.lua: which rebuild holds the lease?
+	"+set",          // rebuild.lua: take the lease
+	"+persist",      // rebuild.lua: a switched partition keeps having no TTL
+	"+info",         // Info: the server's maxmemory-policy (INFO memory)
 }
 
 const aclUser, aclPassword = "rbloom", "acl-pw-7Tq2"
@@ -114,6 +118,9 @@ func exerciseWith(ctx context.Context, rdb redis.UniversalClient, name string, u
 	if err != nil {
 		return fmt.Errorf("Info: %w", err)
 	}
+	if in.EvictionPolicy == "" {
+		return fmt.Errorf("Info: no EvictionPolicy")
+	}
 	bits, err := NewClassic(rdb, name+"-bits", Options{Capacity: 100, UseFunctions: useFunctions})
 	if err != nil {
 		return err
@@ -137,6 +144,10 @@ func exerciseWith(ctx context.Context, rdb redis.UniversalClient, name string, u
 	}
 	if oks, err := b.TestMany(ctx, items[:50]); err != nil || slices.Contains(oks, false) {
 		return fmt.Errorf("classic TestMany = %v, %v", oks, err)
+	}
+	// A filter with no TTL keeps none through a rebuild.
+	if err := b.Rebuild(ctx, func(add func([]string) error) error { return add(items[:50]) }); err != nil {
+		return fmt.Errorf("classic Rebuild: %w", err)
 	}
 	// Rebuild from the items still held (all but item-0), then abort one.
 	if err := c.Rebuild(ctx, func(add func([]string) error) error { return add(items[1:]) }); err != nil {

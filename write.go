@@ -2,7 +2,10 @@ package rbloom
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +25,7 @@ type writeOp struct {
 	keep   time.Duration // how long each call's record stays in Redis
 	onceID string        // the caller's operation id; "" for a random record per call
 	absent bool          // add.lua adds only the items that test absent
+	fill   bool          // a rebuild's fill: its partitions are copies, never created
 }
 
 // addOp is an add; a filter of one key may be created by any add, the
@@ -108,6 +112,9 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 			if len(again) == 0 {
 				break
 			}
+			if op.fill {
+				return fmt.Errorf("%w: %s: the copy vanished (a Drop, or another rebuild took over)", ErrRebuildLost, f.name)
+			}
 			if try == 2 {
 				return fmt.Errorf("%w: %s: partitions keep vanishing", ErrDamaged, f.name)
 			}
@@ -168,23 +175,33 @@ func (f *filter) call(op writeOp, p, seq int, window []string, pl placement, at 
 	rec := f.record(op.name, op.onceID, p, seq, window, at, op.keep)
 	keep := strconv.FormatInt(rec.ttl, 10)
 	var args []any
+	var keys []string
 	if op.script == addScript {
-		create := "0"
+		create, head := "0", f.parts[p].head
 		if op.create {
-			create = "1"
+			create, head = "1", newIncarnation(head)
 		}
 		onlyAbsent := "0"
 		if op.absent {
 			onlyAbsent = "1"
 		}
 		args = make([]any, 0, 8+len(at)*f.h.k)
-		args = append(args, f.parts[p].head, f.ttlMS, keep, create, f.partLimit, rec.field, rec.tag, onlyAbsent)
+		args = append(args, head, f.ttlMS, keep, create, f.partLimit, rec.field, rec.tag, onlyAbsent)
+		keys = append([]string{key, copyKey(key)}, rec.keys...)
 	} else {
 		args = make([]any, 0, 4+len(at)*f.h.k)
 		args = append(args, f.parts[p].head, keep, rec.field, rec.tag)
+		keys = append([]string{key}, rec.keys...)
 	}
-	keys := append([]string{key, copyKey(key)}, rec.keys...)
 	return scriptCall{keys: keys, args: f.offsetArgs(args, pl, at)}
+}
+
+// newIncarnation returns head, a partition's header, with a fresh random
+// incarnation: the one a partition gets when the call creates it.
+func newIncarnation(head string) string {
+	var inc [incSize]byte
+	binary.BigEndian.PutUint64(inc[:], rand.Uint64()|1) // never the zeros of old partitions
+	return head[:incByte] + string(inc[:]) + head[incByte+incSize:]
 }
 
 // record is the record of a call of op to partition p: a random one, or,
@@ -237,15 +254,25 @@ func (f *filter) settle(ctx context.Context) (bool, error) {
 // checks the parameters of the stored one when all do. When only some
 // exist, the filter is damaged, and create writes nothing.
 func (f *filter) create(ctx context.Context) error {
-	exists, err := f.settle(ctx)
-	if err == nil {
-		err = f.createAll(ctx, !exists)
+	for try := 0; ; try++ {
+		exists, err := f.settle(ctx)
+		if err == nil {
+			err = f.createAll(ctx, !exists)
+		}
+		// A Drop between settle and createAll: look again.
+		if errors.Is(err, errVanished) && try < 2 {
+			continue
+		}
+		if err != nil {
+			return callError("create", err)
+		}
+		return nil
 	}
-	if err != nil {
-		return callError("create", err)
-	}
-	return nil
 }
+
+// errVanished is createAll's error when a partition it checks does not
+// exist any more.
+var errVanished = fmt.Errorf("%w: a partition vanished", ErrDamaged)
 
 // createAll adds no items to every partition. With mayCreate, that creates
 // them, so that the partitions of a filter exist (and expire) together and
@@ -263,7 +290,7 @@ func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
 	}
 	for p, r := range replies {
 		if r == "?" {
-			return fmt.Errorf("%w: %s: %s vanished", ErrDamaged, f.name, f.parts[p].key)
+			return fmt.Errorf("%w: %s: %s", errVanished, f.name, f.parts[p].key)
 		}
 	}
 	return nil

@@ -10,7 +10,8 @@
 --           answer, so that a retry of the same call (go-redis re-sends a
 --           script whose reply was lost) or a replay of the same operation
 --           id returns it instead of adding twice (see replay in filter.lua)
--- ARGV[1]   the partition's 64-byte header; written if KEYS[1] is created
+-- ARGV[1]   the partition's 64-byte header; written if KEYS[1] is created,
+--           with the incarnation it holds (random, chosen by the client)
 -- ARGV[2]   TTL in ms given to a partition this call creates, 0 for none
 -- ARGV[3]   the TTL in ms a record hash gets from its first record
 -- ARGV[4]   '1' if this call may create KEYS[1], '0' if not (the client
@@ -35,10 +36,6 @@ local key, copyKey, record = KEYS[1], KEYS[2], KEYS[3]
 local field, tag, onlyAbsent = ARGV[6], ARGV[7], ARGV[8]
 local FIRST_OFFSET = 9
 
-local done, err = replay(3, field, tag)
-if err then return err end
-if done then return done end
-
 local f, why = parse(ARGV[1])
 if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
 local ttl = int(ARGV[2], 0, 2^50)
@@ -50,11 +47,7 @@ end
 local create = ARGV[4]
 if create ~= '0' and create ~= '1' then return reject('ARGS', 'ARGV[4] is not 0 or 1') end
 if onlyAbsent ~= '0' and onlyAbsent ~= '1' then return reject('ARGS', 'ARGV[8] is not 0 or 1') end
-local exists, head
-exists, head, err = open(key, f)
-if err then return err end
-local copy
-copy, err = copyOf(head, f, copyKey)
+local exists, head, err = open(key, f)
 if err then return err end
 local op, zero = 'INCRBY', 1 -- a counter at 0 comes back as 1
 if f.mode == 'b' then op, zero = 'SET', 0 end -- SET returns the old bit
@@ -62,6 +55,15 @@ local bitfield, n
 bitfield, n, err = slots(f, ARGV, FIRST_OFFSET, op, '1')
 if err then return err end
 if not exists and create == '0' then return '?' end
+-- A partition this call creates gets the incarnation of ARGV[1].
+local inc = incarnation(head or ARGV[1])
+local done
+done, err = replay(3, field, tag, inc)
+if err then return err end
+if done then return done end
+local copy
+copy, err = copyOf(head, f, copyKey)
+if err then return err end
 if not exists then
   -- The creation below writes before BITFIELD, so BITFIELD must not be
   -- able to fail: it refuses offsets that Lua reads as numbers.
@@ -147,5 +149,5 @@ if not out then -- all were added: an item was there if none of its slots was ze
 end
 local res = table.concat(out)
 if not exists then res = '+' .. res end
-remember(record, field, tag, res, keep)
+remember(record, field, tag, inc, res, keep)
 return res

@@ -31,20 +31,22 @@ local function parse(h)
   if #h ~= HEADER or string.sub(h, 1, #MAGIC) ~= MAGIC then
     return nil, 'no rbloom header'
   end
-  -- Bytes 6 to 23: version, mode, k, three zeros, then m, P and the index
-  -- (uint32 big-endian each).
-  local _, _, _, _, _, _, version, mode, k, z1, z2, z3,
+  -- Bytes 6 to 23: version, mode, k, the once window (uint24), then m, P
+  -- and the index (uint32 big-endian each).
+  local _, _, _, _, _, _, version, mode, k, o1, o2, o3,
     m1, m2, m3, m4, p1, p2, p3, p4, i1, i2, i3, i4 = string.byte(h, 1, IDENTITY)
   if version ~= VERSION then
     return nil, 'format version ' .. version .. ', this library reads version ' .. VERSION
   end
-  if z1 + z2 + z3 ~= 0 or string.sub(h, RESERVED_BYTE + 1) ~= RESERVED then
+  if string.sub(h, RESERVED_BYTE + 1) ~= RESERVED then
     return nil, 'reserved header bytes are not zero'
   end
   local m = ((m1 * 256 + m2) * 256 + m3) * 256 + m4
   local parts = ((p1 * 256 + p2) * 256 + p3) * 256 + p4
   local index = ((i1 * 256 + i2) * 256 + i3) * 256 + i4
-  local f = {k = k, m = m, parts = parts, index = index, ident = string.sub(h, 1, IDENTITY)}
+  local once = (o1 * 256 + o2) * 256 + o3
+  if once == 0 then once = DEFAULT_ONCE end
+  local f = {k = k, m = m, parts = parts, index = index, once = once, ident = string.sub(h, 1, IDENTITY)}
   if mode == COUNTING then f.mode, f.width, f.modeName = 'c', 4, 'counting'
   elseif mode == CLASSIC then f.mode, f.width, f.modeName = 'b', 1, 'classic'
   else return nil, 'unknown mode ' .. mode end
@@ -61,7 +63,12 @@ end
 
 -- describe names a filter's parameters as error messages do.
 local function describe(f)
-  return f.modeName .. ' m=' .. f.m .. ' k=' .. f.k .. ' partition ' .. f.index .. ' of ' .. f.parts
+  return f.modeName .. ' m=' .. f.m .. ' k=' .. f.k .. ' once=' .. f.once .. 's partition ' .. f.index .. ' of ' .. f.parts
+end
+
+-- incarnation returns the incarnation kept in a header (see header.go).
+local function incarnation(head)
+  return string.sub(head, INC_BYTE + 1, INC_BYTE + INC_SIZE)
 end
 
 -- open compares the filter stored at key with f, parsed from the header
@@ -124,35 +131,41 @@ end
 -- RECORD_FIELD bytes) of the hashes KEYS[first..#KEYS]: one hash for a
 -- call's random record (tag empty), ONCE_RECORD_KEYS for an operation id's
 -- (tag: RECORD_TAG bytes, a digest of the call's items). Its value is the
--- tag, then the answer.
+-- tag, then the answer. An operation id's tag starts with the incarnation
+-- of the partition it was applied to (see header.go), so that a record
+-- left by a filter that was dropped is never replayed on its successor.
 
 -- replay checks the record's arguments and returns the answer an earlier
--- run of this call recorded, or nil if there is none. A record with another
--- tag means the operation id was used for other items: the second return
--- value is then an error reply, and nothing may be written.
-local function replay(first, field, tag)
+-- run of this call recorded, or nil if there is none. inc is the
+-- partition's incarnation, or '' for a call that is not under an operation
+-- id. A record with another tag in the same incarnation means the
+-- operation id was used for other items: the second return value is then
+-- an error reply, and nothing may be written.
+local function replay(first, field, tag, inc)
   local n = #KEYS - first + 1
   if #field < 1 or #field > RECORD_FIELD or
       not ((tag == '' and n == 1) or (#tag == RECORD_TAG and n == ONCE_RECORD_KEYS)) then
     return nil, reject('ARGS', 'want a record field of 1 to ' .. RECORD_FIELD .. ' bytes, and an empty tag and 1 record key, ' ..
       'or a ' .. RECORD_TAG .. '-byte tag and ' .. ONCE_RECORD_KEYS .. ' (got ' .. #field .. ', ' .. #tag .. ', ' .. n .. ')')
   end
+  if tag == '' then inc = '' end
   for i = first, #KEYS do
     local done = redis.call('HGET', KEYS[i], field)
-    if done then
-      if string.sub(done, 1, #tag) ~= tag then
+    if done and string.sub(done, 1, #inc) == inc then
+      if string.sub(done, #inc + 1, #inc + #tag) ~= tag then
         return nil, reject('OPID', KEYS[i] .. ' records another operation under this id')
       end
-      return string.sub(done, #tag + 1)
+      return string.sub(done, #inc + #tag + 1)
     end
   end
   return nil
 end
 
 -- remember records answer in the hash key, which expires ttl ms after its
--- first record.
-local function remember(key, field, tag, answer, ttl)
-  redis.call('HSET', key, field, tag .. answer)
+-- first record; inc and tag as in replay.
+local function remember(key, field, tag, inc, answer, ttl)
+  if tag == '' then inc = '' end
+  redis.call('HSET', key, field, inc .. tag .. answer)
   if redis.call('PTTL', key) < 0 then redis.call('PEXPIRE', key, ttl) end
 end
 

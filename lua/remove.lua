@@ -5,9 +5,10 @@
 -- each seeing the counters as the ones before it left them.
 --
 -- KEYS[1]   the partition's key
--- KEYS[2]   the partition's copy being rebuilt, as in add.lua: the items
---           are removed from it too (where they are present)
--- KEYS[3..] the hashes of this call's record, as in add.lua
+-- KEYS[2..] the hashes of this call's record, as in add.lua
+--
+-- A remove never touches the copy a rebuild fills (see rebuild.go): the
+-- item may not be there, and its decrements would take counts of others.
 -- ARGV[1]   the partition's 64-byte header (only compared, never written)
 -- ARGV[2]   the TTL in ms a record hash gets from its first record
 -- ARGV[3]   the record's field, as in add.lua
@@ -20,29 +21,26 @@
 --           (nothing changed); '?' when KEYS[1] does not exist (nothing
 --           written: the client tells a new filter from a damaged one).
 
-local key, copyKey, record = KEYS[1], KEYS[2], KEYS[3]
+local key, record = KEYS[1], KEYS[2]
 local field, tag = ARGV[3], ARGV[4]
 local FIRST_OFFSET = 5
-
-local done, err = replay(3, field, tag)
-if err then return err end
-if done then return done end
 
 local f, why = parse(ARGV[1])
 if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
 if f.mode ~= 'c' then return reject('ARGS', 'remove needs a counting filter') end
 local keep = int(ARGV[2], 1, 2^50)
 if not keep then return reject('ARGS', 'ARGV[2] is not a duration in ms') end
-local exists, head
-exists, head, err = open(key, f)
-if err then return err end
-local copy
-copy, err = copyOf(head, f, copyKey)
+local exists, head, err = open(key, f)
 if err then return err end
 local bitfield, n
 bitfield, n, err = slots(f, ARGV, FIRST_OFFSET, 'INCRBY', '-1')
 if err then return err end
 if not exists then return '?' end
+local inc = incarnation(head)
+local done
+done, err = replay(2, field, tag, inc)
+if err then return err end
+if done then return done end
 local k, slotCount = f.k, n * f.k
 
 -- removeFrom removes the items from the filter at key and returns its
@@ -113,8 +111,7 @@ local function removeFrom(key)
 end
 
 local res, removed = removeFrom(key)
-if copy then removeFrom(copy) end
 -- A random record is needed only when something changed: a retry of a
 -- call that removed nothing may as well run again.
-if removed > 0 or tag ~= '' then remember(record, field, tag, res, keep) end
+if removed > 0 or tag ~= '' then remember(record, field, tag, inc, res, keep) end
 return res

@@ -27,7 +27,7 @@ local gens = #KEYS - ((tag == '') and 1 or ONCE_RECORD_KEYS)
 if gens < 1 then return reject('ARGS', 'no generation among ' .. #KEYS .. ' keys') end
 local current, record = KEYS[1], KEYS[gens + 1]
 
-local done, err = replay(gens + 1, field, tag)
+local done, err = replay(gens + 1, field, tag, '')
 if err then return err end
 if done then return done end
 
@@ -155,5 +155,5 @@ if not live[1] and added > 0 then
   redis.call('PEXPIRE', current, ttl)
 end
 local res = table.concat(out)
-remember(record, field, tag, res, keep)
+remember(record, field, tag, '', res, keep)
 return res
