@@ -141,14 +141,20 @@ type survey struct {
 	any    bool // some partition exists: the filter does
 }
 
-// survey asks every partition whether it exists, in one round trip.
+// survey asks every partition whether it exists, in one round trip. A
+// partition that holds another filter's header fails it with that
+// partition's error (ErrParamsMismatch, say): the caller's parameters are
+// not the stored ones, and the partitions it finds missing may only be
+// where its own parameters put them (another P names other keys).
 func (f *filter) survey(ctx context.Context) (*survey, error) {
 	for wait := (backoff{}); ; {
 		pipe := f.rdb.Pipeline()
 		exists := make([]*redis.IntCmd, len(f.parts))
 		sizes := make([]*redis.IntCmd, len(f.parts))
+		heads := make([]*redis.StringCmd, len(f.parts))
 		for p, part := range f.parts {
 			exists[p], sizes[p] = pipe.Exists(ctx, part.key), pipe.StrLen(ctx, part.key)
+			heads[p] = pipe.GetRange(ctx, part.key, 0, headerSize-1)
 		}
 		_, err := pipe.Exec(ctx)
 		if unapplied(err) {
@@ -164,6 +170,9 @@ func (f *filter) survey(ctx context.Context) (*survey, error) {
 		for p := range f.parts {
 			s.exists[p], s.size[p] = exists[p].Val() == 1, sizes[p].Val()
 			s.any = s.any || s.exists[p]
+			if head := heads[p].Val(); len(head) >= identitySize && head[:identitySize] != f.parts[p].head[:identitySize] {
+				return nil, f.check(p, head, s.size[p])
+			}
 		}
 		return s, nil
 	}
