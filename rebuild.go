@@ -170,8 +170,9 @@ func (r rebuilder) abort(ctx context.Context, err error) error {
 // REPEATABLE READ transaction, say), taken at a moment when no change of
 // the application is half done: every item whose Add has returned is in
 // the source, unless its change was given up, and every row deleted from
-// it has had its Remove called (see examples/cacheguard, which takes a
-// lock that its writes share). Removes made while the rebuild runs are not
+// it has had its Remove called (changes can share a lock that the fill
+// takes alone while it opens its snapshot). Removes made while the
+// rebuild runs are not
 // applied to the new counters, where their items may be missing: those
 // items may remain there as ghosts until the next rebuild. An item both
 // added by fill and by a concurrent Add counts twice: a later Remove
