@@ -62,6 +62,8 @@ type Client interface {
 type filter struct {
 	rdb        Client
 	name       string
+	prefix     string // Options.KeyPrefix, or the default
+	maxItems   uint64 // Options.MaxItems
 	h          header // index 0; m is the slots of one partition
 	parts      []part
 	ttl        time.Duration
@@ -108,23 +110,31 @@ func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
 	if err := o.checkHandleOf(rdb, name); err != nil {
 		return nil, err
 	}
-	h.index, h.items, h.inc = 0, 0, ""
-	f := &filter{rdb: rdb, name: name, h: h, ttl: o.TTL, ttlMS: strconv.FormatInt(o.TTL.Milliseconds(), 10),
-		partLimit: "0", onceWindow: h.onceWindow(), mustExist: o.MustExist,
-		fcall: o.UseFunctions, now: time.Now}
-	for i, key := range partitionKeys(cmp.Or(o.KeyPrefix, DefaultKeyPrefix), name, int(h.partitions)) {
-		f.parts = append(f.parts, part{key: key, head: h.withIndex(i).encode()})
-	}
-	f.records, f.retryKeep = newRecords(len(f.parts)), retryKeep(rdb)
-	if o.MaxItems > 0 {
-		// Items spread evenly over the partitions; each gets its share.
-		per := (o.MaxItems + uint64(len(f.parts)) - 1) / uint64(len(f.parts))
-		f.partLimit = strconv.FormatUint(per, 10)
-	}
+	f := &filter{rdb: rdb, name: name, prefix: cmp.Or(o.KeyPrefix, DefaultKeyPrefix), maxItems: o.MaxItems,
+		ttl: o.TTL, ttlMS: strconv.FormatInt(o.TTL.Milliseconds(), 10), mustExist: o.MustExist,
+		fcall: o.UseFunctions, now: time.Now, retryKeep: retryKeep(rdb)}
 	if o.WaitReplicas > 0 {
 		f.repl = replication{replicas: o.WaitReplicas, timeout: cmp.Or(o.WaitTimeout, time.Second)}
 	}
-	return f, nil
+	return f.withHeader(h), nil
+}
+
+// withHeader returns a handle like f, with f's settings, of the filter of
+// the same name whose partitions have header h (a resize's new size).
+func (f *filter) withHeader(h header) *filter {
+	g := *f
+	h.index, h.items, h.inc = 0, 0, ""
+	g.h, g.parts, g.partLimit, g.onceWindow = h, nil, "0", h.onceWindow()
+	for i, key := range partitionKeys(f.prefix, f.name, int(h.partitions)) {
+		g.parts = append(g.parts, part{key: key, head: h.withIndex(i).encode()})
+	}
+	g.records = newRecords(len(g.parts))
+	if f.maxItems > 0 {
+		// Items spread evenly over the partitions; each gets its share.
+		per := (f.maxItems + uint64(len(g.parts)) - 1) / uint64(len(g.parts))
+		g.partLimit = strconv.FormatUint(per, 10)
+	}
+	return &g
 }
 
 // checkName rejects names that would break the key's hash tag, name

@@ -27,7 +27,8 @@ import (
 //	24       8    items added minus items removed (int64, big-endian)
 //	32       8    capacity n the filter was sized for (uint64)
 //	40       8    target error rate p (IEEE 754 float64)
-//	48       1    1 while a rebuild copies the partition (rebuild.lua), else 0
+//	48       1    1 while a rebuild copies the partition, 2 while a resize
+//	              does (rebuild.lua), else 0
 //	49       8    incarnation: random bytes written when the partition is
 //	              created, kept by a rebuild; 0 in partitions of old versions
 //	57       7    zero
@@ -52,6 +53,8 @@ const (
 	itemsByte    = 24 // the item count, bytes 24-31
 	onceByte     = 9  // the once window, bytes 9-11
 	markByte     = 48 // the rebuild mark
+	markRebuild  = 1  // a rebuild holds the partition: adds go to its copy too
+	markResize   = 2  // a resize holds it: adds go to the new filter first
 	incByte      = 49 // the incarnation, bytes 49-56
 	incSize      = 8
 	reservedByte = 57 // bytes 57-63 are zero

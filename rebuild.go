@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A rebuild refills a filter from its source of truth without stopping it.
@@ -45,12 +47,33 @@ import (
 // lease; it renews every third of it.
 const rebuildLease = 30 * time.Second
 
+// A resize rebuilds the filter into another size: another m, k or P, so
+// other keys and other slots for each item. Its copies are those of the
+// new filter's partitions ("prepare"), and the old partitions are marked
+// MARK_RESIZE ("mark"), which makes add.lua send each add back to the
+// client with the new filter's header (kept at the copy key of each old
+// partition): the client adds the items to the new filter's copies, then
+// to the old partition (write.go). An item is in the new copies before it
+// is in the old counters, so nothing the old counters hold is missing from
+// the new ones at the switch. The switch checks every key first, then
+// deletes the old partitions the new filter does not reuse ("retire"),
+// then renames each copy into place. From the first deletion on, a handle
+// of the old size gets an error, never an answer from counters the new
+// filter's writers no longer update: a retired partition reads as lost
+// (its items "may be present", its writes ErrDamaged) until a key shows
+// the new header, which is ErrParamsMismatch, telling it to reopen.
+
 // rebuild fills fresh copies of f with the items fill adds, then puts them
 // in its place.
 func (f *filter) rebuild(ctx context.Context, fill func(add func(items []string) error) error) error {
+	return f.rebuildInto(ctx, f, fill)
+}
+
+// rebuildInto rebuilds f into g: f itself, or f at another size.
+func (f *filter) rebuildInto(ctx context.Context, g *filter, fill func(add func(items []string) error) error) error {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand documents it)
-	r := rebuilder{f: f, token: hex.EncodeToString(b[:])}
+	r := rebuilder{f: f, g: g, token: hex.EncodeToString(b[:]), resize: g.parts[0].head[:identitySize] != f.parts[0].head[:identitySize]}
 	// A filter that does not exist yet is created first, so that a writer
 	// creating it meanwhile does not interrupt the rebuild. Partitions
 	// missing from a damaged filter are claimed missing and switched in.
@@ -61,12 +84,12 @@ func (f *filter) rebuild(ctx context.Context, fill func(add func(items []string)
 			return err
 		}
 	}
-	if err := r.step(ctx, "claim"); err != nil {
+	if err := r.start(ctx); err != nil {
 		return r.abort(ctx, err)
 	}
-	next := *f // the same filter, at the keys of the copies
+	next := *g // the filter being built, at the keys of the copies
 	next.parts = nil
-	for _, p := range f.parts {
+	for _, p := range g.parts {
 		next.parts = append(next.parts, part{key: copyKey(p.key), head: p.head})
 	}
 	fillCtx, cancel := context.WithCancelCause(ctx)
@@ -75,12 +98,7 @@ func (f *filter) rebuild(ctx context.Context, fill func(add func(items []string)
 		defer close(renewed)
 		r.renew(fillCtx, cancel)
 	}()
-	op := next.addOp()
-	op.create, op.fill = false, true
-	err := fill(func(items []string) error {
-		_, err := next.write(fillCtx, op, items)
-		return err
-	})
+	err := fill(func(items []string) error { return next.fill(fillCtx, items) })
 	if err != nil {
 		err = fmt.Errorf("fill: %w", err)
 	}
@@ -90,7 +108,7 @@ func (f *filter) rebuild(ctx context.Context, fill func(add func(items []string)
 	cancel(nil)
 	<-renewed
 	if err == nil {
-		err = r.step(ctx, "switch")
+		err = r.finish(ctx)
 	}
 	if err != nil {
 		// Partitions that switched are done: they no longer have this
@@ -100,32 +118,149 @@ func (f *filter) rebuild(ctx context.Context, fill func(add func(items []string)
 	return nil
 }
 
-// rebuilder runs the steps of one rebuild of f.
-type rebuilder struct {
-	f     *filter
-	token string // names this rebuild in the leases
+// fill adds items to f, a filter at the keys of a rebuild's copies, which
+// it never creates: a missing copy means the rebuild was interrupted.
+func (f *filter) fill(ctx context.Context, items []string) error {
+	op := f.addOp()
+	op.create, op.fill = false, true
+	_, err := f.write(ctx, op, items)
+	return err
 }
 
-// step runs rebuild.lua's step on every partition, in one round trip, and
-// waits for the replicas as every write of f does.
-func (r rebuilder) step(ctx context.Context, step string) error {
+// rebuilder runs the steps of one rebuild of f into g.
+type rebuilder struct {
+	f, g   *filter
+	token  string // names this rebuild in the leases
+	resize bool   // g has another size than f
+}
+
+// site is a key a step runs on: the header the key is checked against,
+// and for "mark", the new header kept at the copy key of a retired one.
+type site struct {
+	key, head, target string
+}
+
+// start claims f (a rebuild), or prepares g and marks f (a resize).
+func (r rebuilder) start(ctx context.Context) error {
+	if !r.resize {
+		return r.step(ctx, "claim", r.old(), true)
+	}
+	if err := r.step(ctx, "prepare", r.new(), true); err != nil {
+		return err
+	}
+	return r.step(ctx, "mark", r.old(), false)
+}
+
+// finish switches f to the copies: every key checked, then (a resize) the
+// retired partitions deleted, then each copy renamed into place.
+func (r rebuilder) finish(ctx context.Context) error {
+	if !r.resize {
+		return r.step(ctx, "switch", r.old(), false)
+	}
+	if err := r.step(ctx, "check", r.all(), false); err != nil {
+		return err
+	}
+	if err := r.step(ctx, "retire", r.retired(), false); err != nil {
+		return err
+	}
+	return r.step(ctx, "switch", r.new(), false)
+}
+
+// old returns f's partitions; for a resize, those g reuses carry no target.
+func (r rebuilder) old() []site {
+	reused := map[string]bool{}
+	for _, p := range r.g.parts {
+		reused[p.key] = true
+	}
+	var out []site
+	for _, p := range r.f.parts {
+		s := site{key: p.key, head: p.head}
+		if r.resize && !reused[p.key] {
+			s.target = r.g.parts[0].head
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// new returns g's partitions.
+func (r rebuilder) new() []site {
+	var out []site
+	for _, p := range r.g.parts {
+		out = append(out, site{key: p.key, head: p.head})
+	}
+	return out
+}
+
+// retired returns f's partitions that g does not reuse.
+func (r rebuilder) retired() []site {
+	var out []site
+	for _, s := range r.old() {
+		if s.target != "" {
+			out = append(out, site{key: s.key, head: s.head})
+		}
+	}
+	return out
+}
+
+// all returns every key of the rebuild once: g's, then those retired.
+func (r rebuilder) all() []site {
+	if !r.resize {
+		return r.old()
+	}
+	return append(r.new(), r.retired()...)
+}
+
+// step runs rebuild.lua's step on the sites, in one round trip, and waits
+// for the replicas as every write of f does. withInc gives each site's
+// header a fresh incarnation, the one a partition created from it gets.
+func (r rebuilder) step(ctx context.Context, step string, sites []site, withInc bool) error {
 	f := r.f
 	lease := strconv.FormatInt(rebuildLease.Milliseconds(), 10)
-	calls := make([]scriptCall, len(f.parts))
-	for p, part := range f.parts {
-		head := part.head
-		if step == "claim" {
-			head = newIncarnation(head) // for a partition that is missing
+	ttl := f.ttlMS
+	if r.resize && step == "switch" {
+		// The new filter's partitions that did not exist take the TTL
+		// left to the filter's (the switch keeps their own to the others).
+		var err error
+		if ttl, err = f.ttlLeft(ctx); err != nil {
+			return fmt.Errorf("%s: %w", step, err)
 		}
-		calls[p] = scriptCall{
-			keys: []string{part.key, copyKey(part.key), leaseKey(part.key)},
-			args: []any{head, step, r.token, lease, f.ttlMS},
+	}
+	calls := make([]scriptCall, len(sites))
+	for i, s := range sites {
+		head := s.head
+		if withInc {
+			head = newIncarnation(head)
+		}
+		calls[i] = scriptCall{
+			keys: []string{s.key, copyKey(s.key), leaseKey(s.key)},
+			args: []any{head, step, r.token, lease, ttl, s.target},
 		}
 	}
 	if _, err := runScripts(ctx, f.rdb, rebuildScript, f.fcall, calls, f.repl); err != nil {
 		return fmt.Errorf("%s: %w", step, scriptError(err))
 	}
 	return nil
+}
+
+// ttlLeft returns, in ms as rebuild.lua takes it, the shortest TTL left
+// to a partition of f, "0" when none has one.
+func (f *filter) ttlLeft(ctx context.Context) (string, error) {
+	pipe := f.rdb.Pipeline()
+	ttls := make([]*redis.DurationCmd, len(f.parts))
+	for p, part := range f.parts {
+		ttls[p] = pipe.PTTL(ctx, part.key)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return "", err
+	}
+	var least time.Duration
+	for _, c := range ttls {
+		if d := c.Val(); d > 0 && (least == 0 || d < least) {
+			least = d
+		}
+	}
+	return strconv.FormatInt(least.Milliseconds(), 10), nil
 }
 
 // renew renews the leases until ctx is done, every third of the lease. A
@@ -140,7 +275,7 @@ func (r rebuilder) renew(ctx context.Context, cancel context.CancelCauseFunc) {
 			return
 		case <-tick.C:
 		}
-		if err := r.step(ctx, "renew"); errors.Is(err, ErrRebuildLost) {
+		if err := r.step(ctx, "renew", r.all(), false); errors.Is(err, ErrRebuildLost) {
 			cancel(err)
 			return
 		}
@@ -150,7 +285,7 @@ func (r rebuilder) renew(ctx context.Context, cancel context.CancelCauseFunc) {
 // abort undoes the claim after err, where this rebuild still holds it,
 // and returns err, with abort's own failure if any.
 func (r rebuilder) abort(ctx context.Context, err error) error {
-	if abortErr := r.step(context.WithoutCancel(ctx), "abort"); abortErr != nil {
+	if abortErr := r.step(context.WithoutCancel(ctx), "abort", r.all(), false); abortErr != nil {
 		return fmt.Errorf("%w; and then %w", err, abortErr)
 	}
 	return err
@@ -194,4 +329,59 @@ func (c *Counting) Rebuild(ctx context.Context, fill func(add func(items []strin
 // items.
 func (c *Classic) Rebuild(ctx context.Context, fill func(add func(items []string) error) error) error {
 	return callError("rebuild", c.f.rebuild(ctx, fill))
+}
+
+// resized returns a handle like f's of the filter at the size o gives:
+// o's stored fields, as NewCounting reads them (OnceWindow 0 keeps f's).
+func (f *filter) resized(o Options) (*filter, error) {
+	h, err := o.resolve(f.h.mode)
+	if err != nil {
+		return nil, err
+	}
+	if o.OnceWindow == 0 {
+		h.once = f.h.once
+	}
+	return f.withHeader(h), nil
+}
+
+// Resize rebuilds the filter at the size o gives (its Capacity and
+// ErrorRate, or Slots and Hashes, and Partitions, as NewCounting reads
+// them; OnceWindow 0 keeps the filter's), without stopping it, and returns
+// a handle of the resized filter with c's settings. Use it when Info says
+// the filter is overfull. fill follows the rule of Rebuild.
+//
+// While the new filter is filled, every process keeps reading the old one,
+// and its adds go to both: a handle of the old size learns the new size
+// from Redis on its first add. Then the new partitions take the old ones'
+// place. From then on, c and every handle opened before the resize get
+// ErrParamsMismatch (for a moment around the switch, ErrDamaged from
+// writes, and "may be present" from reads of the partitions being
+// retired): open the filter again (Open or OpenCounting). No handle, of
+// either size, ever answers "absent" for an item held.
+//
+// Operation ids are remembered by partition, and the new filter's
+// partitions start with no records: an AddOnce or RemoveOnce applied
+// before the switch and sent again after it is applied again (see README,
+// "What it cannot promise"). The errors are those of Rebuild.
+func (c *Counting) Resize(ctx context.Context, o Options, fill func(add func(items []string) error) error) (*Counting, error) {
+	g, err := c.f.resized(o)
+	if err == nil {
+		err = c.f.rebuildInto(ctx, g, fill)
+	}
+	if err != nil {
+		return nil, callError("resize", err)
+	}
+	return &Counting{g}, nil
+}
+
+// Resize rebuilds the filter at the size o gives, as Counting.Resize does.
+func (c *Classic) Resize(ctx context.Context, o Options, fill func(add func(items []string) error) error) (*Classic, error) {
+	g, err := c.f.resized(o)
+	if err == nil {
+		err = c.f.rebuildInto(ctx, g, fill)
+	}
+	if err != nil {
+		return nil, callError("resize", err)
+	}
+	return &Classic{g}, nil
 }

@@ -41,7 +41,7 @@ var luaConstants = fmt.Sprintf(`-- Written by scripts.go from the Go constants.
 local HEADER = %d
 local IDENTITY = %d
 local ITEMS_BYTE = %d
-local MARK_BYTE = %d
+local MARK_BYTE, MARK_REBUILD, MARK_RESIZE = %d, %d, %d
 local INC_BYTE, INC_SIZE = %d, %d
 local RESERVED_BYTE = %d
 local DEFAULT_ONCE = %d
@@ -53,6 +53,6 @@ local MAX_PARTITIONS = %d
 local MAX_STRING_BYTES = %d
 local RESERVED = "%s" -- the zero bytes after RESERVED_BYTE
 local RECORD_FIELD, RECORD_TAG, ONCE_RECORD_KEYS = %d, %d, %d
-`, headerSize, identitySize, itemsByte, markByte, incByte, incSize, reservedByte, int64(DefaultOnceWindow/time.Second), magic, formatVersion,
+`, headerSize, identitySize, itemsByte, markByte, markRebuild, markResize, incByte, incSize, reservedByte, int64(DefaultOnceWindow/time.Second), magic, formatVersion,
 	ModeCounting, ModeClassic, MaxHashes, MaxPartitions, maxStringBytes,
 	strings.Repeat(`\0`, headerSize-reservedByte), onceFieldBytes, recordTagBytes, onceRecordKeys)

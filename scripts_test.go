@@ -165,7 +165,7 @@ func TestLuaLayoutFromGo(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"local HEADER = 64\n", "local MARK_BYTE = 48\n", "local MAGIC = \"rbloom\"\n", "local COUNTING, CLASSIC = 99, 98\n"} {
+	for _, want := range []string{"local HEADER = 64\n", "local MARK_BYTE, MARK_REBUILD, MARK_RESIZE = 48, 1, 2\n", "local MAGIC = \"rbloom\"\n", "local COUNTING, CLASSIC = 99, 98\n"} {
 		if !strings.Contains(luaConstants, want) {
 			t.Errorf("luaConstants lacks %q:\n%s", want, luaConstants)
 		}

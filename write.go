@@ -99,9 +99,23 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 			}
 			var again []scriptCall
 			var againAt [][]int
+			var target string // a resize's new header, from '!' replies
+			var forward []string
+			var forwarded []scriptCall
+			missing := false
 			for c, r := range replies {
 				if r == "?" {
+					again, againAt, missing = append(again, calls[c]), append(againAt, answers[c]), true
+					continue
+				}
+				if t, ok := strings.CutPrefix(r, "!"); ok {
+					target = t
+					for _, pos := range answers[c] {
+						forward = append(forward, window[pos])
+					}
+					calls[c].args[3] = "f" // the items will be in the copies
 					again, againAt = append(again, calls[c]), append(againAt, answers[c])
+					forwarded = append(forwarded, calls[c])
 					continue
 				}
 				// A '+' says that the call created its partition.
@@ -111,6 +125,25 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 			}
 			if len(again) == 0 {
 				break
+			}
+			if forward != nil {
+				err := f.forward(ctx, target, forward)
+				if errors.Is(err, ErrRebuildLost) && try < 5 {
+					// The resize switched or gave up meanwhile: the calls
+					// go again as they were, to find out which.
+					for _, c := range forwarded {
+						c.args[3] = "0"
+						if op.create {
+							c.args[3] = "1"
+						}
+					}
+				} else if err != nil {
+					return err
+				}
+			}
+			if !missing {
+				calls, answers = again, againAt
+				continue
 			}
 			if op.fill {
 				return fmt.Errorf("%w: %s: the copy vanished (a Drop, or another rebuild took over)", ErrRebuildLost, f.name)
@@ -133,6 +166,25 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 			}
 			calls, answers = again, againAt
 		}
+	}
+	return nil
+}
+
+// forward adds items to the copies of the filter that f is being resized
+// into, whose header add.lua answered with: before they are added to f's
+// own partitions, so that the new filter holds every item the old one does
+// when it takes its place (rebuild.go).
+func (f *filter) forward(ctx context.Context, target string, items []string) error {
+	h, err := parseHeader(target)
+	if err != nil {
+		return fmt.Errorf("the header of the filter %s is resized into: %w", f.name, err)
+	}
+	next := f.withHeader(h)
+	for p := range next.parts {
+		next.parts[p].key = copyKey(next.parts[p].key)
+	}
+	if err := next.fill(ctx, items); err != nil {
+		return fmt.Errorf("%s is being resized, and the new filter's copies refused the items (open it again once the resize is over): %w", f.name, err)
 	}
 	return nil
 }

@@ -16,7 +16,9 @@
 -- ARGV[3]   the TTL in ms a record hash gets from its first record
 -- ARGV[4]   '1' if this call may create KEYS[1], '0' if not (the client
 --           creates the partitions of a filter together, so that one that
---           vanished alone is noticed rather than recreated empty)
+--           vanished alone is noticed rather than recreated empty); 'f' if
+--           not, and the client has already added the items to the copies
+--           of a resize (see below)
 -- ARGV[5]   the most items the partition may hold after this call, 0 for
 --           no bound: a call that would pass it adds nothing
 -- ARGV[6]   the record's field (RECORD_FIELD bytes)
@@ -30,7 +32,12 @@
 -- Returns   one character per item: '1' if all its slots were non-zero
 --           before (it may already have been present), '0' otherwise;
 --           preceded by '+' when this call created the partition. '?' when
---           KEYS[1] does not exist and ARGV[4] is '0': nothing written.
+--           KEYS[1] does not exist and ARGV[4] is not '1': nothing written.
+--           '!' and the 64-byte header of the filter being resized into,
+--           when a resize holds KEYS[1] (header byte MARK_BYTE = 2, the new
+--           header at KEYS[2]) and ARGV[4] is not 'f': nothing written; the
+--           client adds the items to the new filter's copies first, then
+--           calls again with 'f' (rebuild.go).
 
 local key, copyKey, record = KEYS[1], KEYS[2], KEYS[3]
 local field, tag, onlyAbsent = ARGV[6], ARGV[7], ARGV[8]
@@ -45,7 +52,7 @@ if not ttl or not keep or not limit then
   return reject('ARGS', 'ARGV[2], ARGV[3] or ARGV[5] is not a whole number in range')
 end
 local create = ARGV[4]
-if create ~= '0' and create ~= '1' then return reject('ARGS', 'ARGV[4] is not 0 or 1') end
+if create ~= '0' and create ~= '1' and create ~= 'f' then return reject('ARGS', 'ARGV[4] is not 0, 1 or f') end
 if onlyAbsent ~= '0' and onlyAbsent ~= '1' then return reject('ARGS', 'ARGV[8] is not 0 or 1') end
 local exists, head, err = open(key, f)
 if err then return err end
@@ -54,7 +61,7 @@ if f.mode == 'b' then op, zero = 'SET', 0 end -- SET returns the old bit
 local bitfield, n
 bitfield, n, err = slots(f, ARGV, FIRST_OFFSET, op, '1')
 if err then return err end
-if not exists and create == '0' then return '?' end
+if not exists and create ~= '1' then return '?' end
 -- A partition this call creates gets the incarnation of ARGV[1].
 local inc = incarnation(head or ARGV[1])
 local done
@@ -71,6 +78,11 @@ if not exists then
   if bad then return reject('ARGS', 'ARGV[' .. bad .. '] is not a decimal offset') end
 end
 if exists and n == 0 then return '' end -- nothing to add, nothing to record
+if exists and create ~= 'f' and string.byte(head, MARK_BYTE + 1) == MARK_RESIZE then
+  local target = redis.call('GETRANGE', copyKey, 0, HEADER - 1)
+  if #target == HEADER then return '!' .. target end
+  -- No target: the resize is over or lapsed, and its mark stayed.
+end
 
 -- absent reads every slot of the items and returns the answers, the
 -- BITFIELD arguments that add those that test absent, and how many those

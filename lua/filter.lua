@@ -111,7 +111,7 @@ end
 -- every write then goes to both. It returns nil otherwise, or nil and an
 -- error reply.
 local function copyOf(head, f, copy)
-  if not head or string.byte(head, MARK_BYTE + 1) ~= 1 then return nil end
+  if not head or string.byte(head, MARK_BYTE + 1) ~= MARK_REBUILD then return nil end
   local exists, _, err = open(copy, f)
   if err then return nil, err end
   if exists then return copy end

@@ -1,105 +1,159 @@
--- rebuild.lua: one step of the rebuild of one partition into a fresh copy,
--- filled from the source of truth while every add also goes to the copy
--- (see rebuild.go for the protocol and why removes do not).
+-- rebuild.lua: one step of a rebuild, or of a resize, on one partition key
+-- (see rebuild.go for the protocol, and why removes never reach a copy).
 --
--- KEYS[1]   the partition's key
--- KEYS[2]   its copy (KEYS[1] .. ':next')
--- KEYS[3]   the rebuild's lease (KEYS[1] .. ':rebuild'): the token of the
---           rebuild that holds the partition, then ':m' when the partition
---           existed at the claim (and was marked), ':n' when it was missing
--- ARGV[1]   the partition's 64-byte header as the caller expects it; a
---           partition missing at the claim gets its incarnation at the
---           switch
--- ARGV[2]   the step: 'claim', 'renew', 'switch' or 'abort'
+-- KEYS[1]   a partition's key
+-- KEYS[2]   its copy (KEYS[1] .. ':next'): a fresh filter the fill fills,
+--           or, on a key a resize retires, only the new filter's header
+-- KEYS[3]   the lease (KEYS[1] .. ':rebuild'): the token of the rebuild
+--           that holds the key, ':' and the key's state:
+--             m  a rebuild's partition, marked (MARK_REBUILD) at the claim
+--             x  a rebuild's partition, missing at the claim
+--             n  a partition of the filter a resize makes (it may hold a
+--                partition of the old filter, marked MARK_RESIZE)
+--             o  a partition of the old filter that the resize retires
+-- ARGV[1]   the 64-byte header KEYS[1] is checked against: the filter's
+--           (claim, mark, renew, abort, switch of m and x), or the new
+--           filter's, with the incarnation its partitions get (prepare,
+--           switch of n)
+-- ARGV[2]   the step (below)
 -- ARGV[3]   the rebuild's token: 1 to MAX_TOKEN bytes, none of them ':'
 -- ARGV[4]   the lease in ms: the lease and the copy expire that long after
 --           the claim or the last renewal, so that a rebuild whose process
---           died holds the partition no longer
--- ARGV[5]   the TTL in ms a partition missing at the claim gets at the
+--           died holds nothing for longer
+-- ARGV[5]   the TTL in ms a partition that did not exist gets at the
 --           switch, 0 for none
+-- ARGV[6]   mark: the new filter's header, to keep at KEYS[2] of a key the
+--           resize retires; '' for a key it keeps
 -- Returns   'ok', or an error reply, having written nothing:
---   claim   RBLOOM_REBUILDING when another rebuild holds the lease. Else it
---           makes a fresh copy (the partition's header, no items, every
---           slot zero), marks the partition (header byte MARK_BYTE = 1:
---           add.lua then adds to the copy too) and takes the lease.
---   renew   RBLOOM_LOST unless this rebuild holds the lease and the copy
---           exists; extends both.
---   switch  RBLOOM_LOST unless this rebuild holds the lease, the copy is
---           sound, and the partition is as the claim left it: marked, or
---           still missing. Then the copy replaces the partition (RENAME),
---           keeping the partition's TTL, and the lease is dropped.
---   abort   When this rebuild holds the lease, or nobody does: unmarks the
---           partition, deletes the copy and the lease. Else nothing.
+--   claim    (rebuild) RBLOOM_REBUILDING when another rebuild holds the
+--            lease. Else a fresh copy (the partition's header, no items,
+--            every slot zero), the partition marked MARK_REBUILD (add.lua
+--            then adds to the copy too), the lease taken: m or x.
+--   prepare  (resize, each key of the new filter) RBLOOM_REBUILDING as
+--            claim. Else a fresh copy with ARGV[1]'s header, the lease: n.
+--   mark     (resize, each key of the old filter, after prepare) as claim,
+--            but the mark is MARK_RESIZE (add.lua then sends its items to
+--            the new filter first), and the lease is o unless prepare
+--            took it.
+--   renew    RBLOOM_LOST unless this rebuild holds the lease and the copy
+--            exists; extends both.
+--   check    RBLOOM_LOST unless renew would succeed and the key is as the
+--            claim or the mark left it (its mark set, or still missing).
+--   switch   check, then for m, x and n: the copy replaces the partition
+--            (RENAME), keeping the partition's TTL, and the lease goes.
+--   retire   check, then for o: the partition, its header copy and the
+--            lease go.
+--   abort    When this rebuild holds the lease, or nobody does: the mark
+--            cleared, the copy and the lease deleted. Else nothing.
 
 local key, copy, lease = KEYS[1], KEYS[2], KEYS[3]
-local step, token = ARGV[2], ARGV[3]
+local step, token, target = ARGV[2], ARGV[3], ARGV[6]
 local MAX_TOKEN = 40 -- bytes; rebuild.go's tokens have 16
 
 local f, why = parse(ARGV[1])
 if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
-if step ~= 'claim' and step ~= 'renew' and step ~= 'switch' and step ~= 'abort' then
-  return reject('ARGS', 'ARGV[2] is not claim, renew, switch or abort')
-end
+local steps = {claim = true, prepare = true, mark = true, renew = true, check = true, switch = true, retire = true, abort = true}
+if not steps[step] then return reject('ARGS', 'ARGV[2] is not a step of rebuild.lua') end
 if #token < 1 or #token > MAX_TOKEN or string.find(token, ':', 1, true) then
   return reject('ARGS', 'ARGV[3] is not a token of 1 to ' .. MAX_TOKEN .. ' bytes without a colon')
 end
 local leaseMS = int(ARGV[4], 1, 2^50)
 local ttl = int(ARGV[5], 0, 2^50)
 if not leaseMS or not ttl then return reject('ARGS', 'ARGV[4] or ARGV[5] is not a duration in ms') end
+if target ~= '' and not parse(target) then return reject('ARGS', 'ARGV[6] is not a header') end
 
-local exists, head, err = open(key, f)
-if err then return err end
 local holder = redis.call('GET', lease)
 local ours = holder and string.sub(holder, 1, #token + 1) == token .. ':'
-local state = ours and string.sub(holder, #token + 2) -- 'm' or 'n'
-local marked = exists and string.byte(head, MARK_BYTE + 1) == 1
+local state = ours and string.sub(holder, #token + 2)
+if holder and not ours and (step == 'claim' or step == 'prepare' or step == 'mark') then
+  return reject('REBUILDING', lease .. ' is held by another rebuild')
+end
 
-if step == 'claim' then
-  if holder and not ours then
-    return reject('REBUILDING', lease .. ' is held by another rebuild')
-  end
-  -- The copy starts as the partition's header, with no items and no mark.
-  local h = exists and head or ARGV[1]
+-- markOf returns the mark byte of the string at KEYS[1], or nil when it
+-- does not exist (or is not a string: open has refused it where it matters).
+local function markOf()
+  local head = redis.pcall('GETRANGE', key, MARK_BYTE, MARK_BYTE)
+  if type(head) ~= 'string' or head == '' then return nil end
+  return string.byte(head)
+end
+
+-- fresh makes KEYS[2] an empty filter whose header is h, items and mark
+-- zero, expiring with the lease.
+local function fresh(h)
   h = string.sub(h, 1, ITEMS_BYTE) .. string.rep('\0', 8) ..
     string.sub(h, ITEMS_BYTE + 9, MARK_BYTE) .. '\0' .. string.sub(h, MARK_BYTE + 2)
   redis.call('DEL', copy)
   redis.call('SETRANGE', copy, f.size - 1, '\0')
   redis.call('SETRANGE', copy, 0, h)
   redis.call('PEXPIRE', copy, leaseMS)
-  if exists and not marked then redis.call('SETRANGE', key, MARK_BYTE, '\1') end
-  redis.call('SET', lease, token .. ':' .. (exists and 'm' or 'n'), 'PX', leaseMS)
+end
+
+if step == 'claim' or step == 'mark' then
+  local exists, head, err = open(key, f)
+  if err then return err end
+  if step == 'claim' then
+    fresh(exists and head or ARGV[1])
+    redis.call('SET', lease, token .. ':' .. (exists and 'm' or 'x'), 'PX', leaseMS)
+  else
+    if target ~= '' then redis.call('SET', copy, target, 'PX', leaseMS) end
+    if not ours then redis.call('SET', lease, token .. ':o', 'PX', leaseMS) end
+  end
+  local mark = (step == 'claim') and MARK_REBUILD or MARK_RESIZE
+  if exists and markOf() ~= mark then redis.call('SETRANGE', key, MARK_BYTE, string.char(mark)) end
+  return 'ok'
+end
+
+if step == 'prepare' then
+  fresh(ARGV[1])
+  redis.call('SET', lease, token .. ':n', 'PX', leaseMS)
   return 'ok'
 end
 
 if step == 'abort' then
   if holder and not ours then return 'ok' end
-  if marked then redis.call('SETRANGE', key, MARK_BYTE, '\0') end
+  local mark = markOf()
+  if mark == MARK_REBUILD or mark == MARK_RESIZE then redis.call('SETRANGE', key, MARK_BYTE, '\0') end
   redis.call('DEL', copy, lease)
   return 'ok'
 end
 
--- renew and switch need the lease and a sound copy.
+-- renew, check, switch and retire need the lease and the copy.
 if not ours then
   return reject('LOST', lease .. ' is ' .. (holder and 'held by another rebuild' or 'gone'))
 end
-local copied, _, copyErr = open(copy, f)
-if copyErr then return copyErr end
-if not copied then return reject('LOST', copy .. ' is gone') end
-
+if redis.call('EXISTS', copy) == 0 then return reject('LOST', copy .. ' is gone') end
 if step == 'renew' then
   redis.call('PEXPIRE', copy, leaseMS)
   redis.call('PEXPIRE', lease, leaseMS)
   return 'ok'
 end
 
--- switch
-if state == 'm' and not marked then
-  return reject('LOST', key .. (exists and ' is no longer marked for this rebuild' or ' vanished during the rebuild'))
-elseif state == 'n' and exists then
+-- The key must be as the claim or the mark left it: a failover to a
+-- replica that never got the mark, say, let adds reach the old counters
+-- alone, and replacing them would lose those adds.
+local mark = markOf()
+if (state == 'm' and mark ~= MARK_REBUILD) or (state == 'o' and mark ~= nil and mark ~= MARK_RESIZE) or
+    (state == 'n' and mark ~= nil and mark ~= MARK_RESIZE) then
+  return reject('LOST', key .. (mark and ' is no longer marked for this rebuild' or ' vanished during the rebuild'))
+elseif state == 'x' and mark ~= nil then
   return reject('LOST', key .. ' was created during the rebuild')
 end
+if state == 'n' or state == 'm' or state == 'x' then
+  local _, _, copyErr = open(copy, f)
+  if copyErr then return copyErr end
+end
+if step == 'check' then return 'ok' end
+
+if step == 'retire' then
+  if state ~= 'o' then return reject('ARGS', key .. ' is not retired by this resize') end
+  redis.call('DEL', key, copy, lease)
+  return 'ok'
+end
+
+-- switch
+if state == 'o' then return reject('ARGS', key .. ' is retired by this resize, not switched') end
 local keepTTL = ttl
-if exists then keepTTL = redis.call('PTTL', key) end
+if mark ~= nil then keepTTL = redis.call('PTTL', key) end
 redis.call('RENAME', copy, key)
 if keepTTL > 0 then redis.call('PEXPIRE', key, keepTTL) else redis.call('PERSIST', key) end
 redis.call('DEL', lease)
