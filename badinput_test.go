@@ -208,11 +208,11 @@ func TestEmptyItemSlots(t *testing.T) {
 	}
 }
 
-// TestOnceWindowBytes: header bytes 9-11 hold the once window, part of
-// the identity: a handle with another OnceWindow gets ErrParamsMismatch
+// TestIDLifetimeBytes: header bytes 9-11 hold the id lifetime, part of
+// the identity: a handle with another IDLifetime gets ErrParamsMismatch
 // from reads and writes alike (parseHeader and lua/filter.lua's parse
 // agree), and Open takes the stored one.
-func TestOnceWindowBytes(t *testing.T) {
+func TestIDLifetimeBytes(t *testing.T) {
 	rdb := realRedis(t)
 	for _, i := range []int{9, 10, 11} {
 		c := newCounting(t, rdb, "once-"+strconv.Itoa(i), Options{Capacity: 1000})
@@ -230,8 +230,8 @@ func TestOnceWindowBytes(t *testing.T) {
 			}
 		}
 		opened := must(OpenCounting(ctx, rdb, "once-"+strconv.Itoa(i), Options{})).on(t)
-		if want := time.Duration(1<<(8*(11-i))) * time.Second; opened.f.onceWindow != want {
-			t.Errorf("Open with byte %d = 1: once window %v, want %v", i, opened.f.onceWindow, want)
+		if want := time.Duration(1<<(8*(11-i))) * time.Second; opened.f.idLifetime != want {
+			t.Errorf("Open with byte %d = 1: id lifetime %v, want %v", i, opened.f.idLifetime, want)
 		}
 	}
 }

@@ -74,7 +74,7 @@ func TestErrorPrefixes(t *testing.T) {
 		for _, o := range []Options{
 			{}, {Capacity: 10, ErrorRate: 1}, {Capacity: 10, ErrorRate: -0.5}, {Capacity: 10, Hashes: 65},
 			{Capacity: 10, Partitions: MaxPartitions + 1}, {Capacity: 10, TTL: time.Microsecond},
-			{Capacity: 10, OnceWindow: -time.Second}, {Slots: 10}, {Hashes: 3},
+			{Capacity: 10, IDLifetime: -time.Second}, {Slots: 10}, {Hashes: 3},
 			{Slots: 1 << 40, Hashes: 3, Partitions: 1},
 		} {
 			_, err := NewCounting(rdb, "x", o)
@@ -376,7 +376,7 @@ func TestErrorStyle(t *testing.T) {
 		o    Options
 		want string // after "rbloom: <op>: "
 	}{
-		{"stored", Options{Capacity: 200}, `filter parameters differ from the stored ones: rbloom:\{stored\} is counting m=959 k=7 once=3600s partition 0 of 1, caller wants counting m=1918 k=7 once=3600s partition 0 of 1$`},
+		{"stored", Options{Capacity: 200}, `filter parameters differ from the stored ones: rbloom:\{stored\} is counting m=959 k=7 ids=3600s partition 0 of 1, caller wants counting m=1918 k=7 ids=3600s partition 0 of 1$`},
 		{"list", Options{Capacity: 100}, `key does not hold an rbloom filter: rbloom:\{list\} holds another type$`},
 		{"long", Options{Capacity: 100}, `filter damaged: rbloom:\{long\} is 545 bytes long, want 544$`},
 		{"missing", Options{Capacity: 100, MustExist: true}, `filter not found: missing$`},

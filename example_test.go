@@ -3,6 +3,7 @@ package rbloom_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -91,4 +92,107 @@ func ExampleOpen() {
 	fmt.Printf("%s filter, m=%d, k=%d, %d item(s)\n", info.Mode, info.Slots, info.Hashes, info.Items)
 	// Output:
 	// classic filter, m=958506, k=7, 1 item(s)
+}
+
+func ExampleCounting_TestOrAdd() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+
+	seen, _ := rbloom.NewCounting(rdb, "clicks", rbloom.Options{Capacity: 10_000})
+	for _, click := range []string{"c1", "c2", "c1"} {
+		dup, _ := seen.TestOrAdd(ctx, click)
+		fmt.Println(click, "duplicate:", dup)
+	}
+	// A duplicate is not counted again: one Remove forgets c1.
+	n, _ := seen.Count(ctx, "c1")
+	fmt.Println("c1 count:", n)
+	// Output:
+	// c1 duplicate: false
+	// c2 duplicate: false
+	// c1 duplicate: true
+	// c1 count: 1
+}
+
+func ExampleCounting_AddOnce() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+
+	rows, _ := rbloom.NewCounting(rdb, "rows", rbloom.Options{Capacity: 10_000})
+	// Events from a stream delivered at least once carry an id (topic,
+	// partition, offset): the second delivery of an event changes nothing.
+	rows.AddOnce(ctx, "row:7", "orders/0/100")
+	rows.AddOnce(ctx, "row:7", "orders/0/100") // redelivered
+	n, _ := rows.Count(ctx, "row:7")
+	fmt.Println("row:7 count after the insert event twice:", n)
+
+	rows.RemoveOnce(ctx, "row:7", "orders/0/101")
+	rows.RemoveOnce(ctx, "row:7", "orders/0/101") // redelivered
+	ok, _ := rows.Test(ctx, "row:7")
+	fmt.Println("row:7 may be present after the delete event twice:", ok)
+	// Output:
+	// row:7 count after the insert event twice: 1
+	// row:7 may be present after the delete event twice: false
+}
+
+func ExampleCounting_AddManyOnce() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+
+	seen, _ := rbloom.NewCounting(rdb, "seen", rbloom.Options{Capacity: 10_000})
+	batch := []string{"a", "b", "a"}
+	first, _ := seen.AddManyOnce(ctx, batch, "batch-1")
+	// A consumer that crashed before committing its offset replays the
+	// batch: it gets the same answers, and nothing is added twice.
+	again, _ := seen.AddManyOnce(ctx, batch, "batch-1")
+	fmt.Println(first, again)
+	n, _ := seen.Count(ctx, "b")
+	fmt.Println("b count:", n)
+	// Output:
+	// [false false true] [false false true]
+	// b count: 1
+}
+
+func ExampleCounting_Rebuild() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+
+	rows, _ := rbloom.NewCounting(rdb, "rows", rbloom.Options{Capacity: 10_000})
+	rows.AddMany(ctx, []string{"row:1", "row:2", "row:3"})
+	// row:3 was deleted from the table, but a crash lost its Remove: a
+	// ghost. Rebuild from the table (in an application, one snapshot of
+	// SELECT id FROM rows) clears it, without stopping the filter.
+	table := []string{"row:1", "row:2"}
+	err := rows.Rebuild(ctx, func(add func([]string) error) error { return add(table) })
+	fmt.Println("rebuilt:", err == nil)
+	ghost, _ := rows.Test(ctx, "row:3")
+	kept, _ := rows.Test(ctx, "row:1")
+	fmt.Println("row:3 may be present:", ghost, "- row:1 may be present:", kept)
+	// Output:
+	// rebuilt: true
+	// row:3 may be present: false - row:1 may be present: true
+}
+
+func ExampleNewWindow() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+
+	// Remember click ids for an hour, forgetting them ten minutes at a time.
+	clicks, err := rbloom.NewWindow(rdb, "clicks", rbloom.WindowOptions{
+		EventsPerBucket: 100_000, Bucket: 10 * time.Minute, Span: time.Hour, ErrorRate: 1e-6,
+	})
+	if err != nil {
+		panic(err)
+	}
+	seen, _ := clicks.TestOrAddManyOnce(ctx, []string{"k1", "k2", "k1"}, "clicks/3/5000-5002")
+	fmt.Println("seen before:", seen)
+	seen, _ = clicks.TestOrAddMany(ctx, []string{"k2", "k3"})
+	fmt.Println("seen before:", seen)
+	// Output:
+	// seen before: [false false true]
+	// seen before: [true false]
 }

@@ -12,28 +12,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Filter is what counting and classic filters have in common. *Counting and
-// *Classic implement it; Open returns one of them.
+// Filter is every method that counting and classic filters share,
+// documented on Counting (and Classic). *Counting and *Classic implement
+// it; Open returns one of them.
 type Filter interface {
-	// Add adds item and reports whether it may already have been present.
 	Add(ctx context.Context, item string) (bool, error)
-	// AddMany adds items in order and reports, for each, whether it may
-	// already have been present.
 	AddMany(ctx context.Context, items []string) ([]bool, error)
-	// Test reports whether item may be present; false means definitely absent.
+	AddOnce(ctx context.Context, item, opID string) (bool, error)
+	AddManyOnce(ctx context.Context, items []string, opID string) ([]bool, error)
+	TestOrAdd(ctx context.Context, item string) (bool, error)
+	TestOrAddMany(ctx context.Context, items []string) ([]bool, error)
 	Test(ctx context.Context, item string) (bool, error)
-	// TestMany reports, for each item, whether it may be present.
 	TestMany(ctx context.Context, items []string) ([]bool, error)
-	// Create creates the filter, empty, unless it exists with the same
-	// parameters.
 	Create(ctx context.Context) error
-	// Rebuild refills the filter from its source of truth without
-	// stopping it (see Counting.Rebuild).
 	Rebuild(ctx context.Context, fill func(add func(items []string) error) error) error
-	// Info reads the filter's parameters and fill from Redis.
 	Info(ctx context.Context) (*Info, error)
-	// Drop deletes the filter from Redis.
 	Drop(ctx context.Context) error
+	Name() string
 }
 
 const (
@@ -69,7 +64,7 @@ type filter struct {
 	ttl        time.Duration
 	ttlMS      string           // ttl in ms, as add.lua takes it
 	partLimit  string           // the most items add.lua lets a partition hold, "0" for no bound
-	onceWindow time.Duration    // how long AddOnce and RemoveOnce remember an id
+	idLifetime time.Duration    // how long AddOnce and RemoveOnce remember an id
 	repl       replication      // replicas every write waits for
 	fcall      bool             // writes call the Redis functions (Options.UseFunctions)
 	mustExist  bool             // a missing filter is an error, not empty
@@ -124,7 +119,7 @@ func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
 func (f *filter) withHeader(h header) *filter {
 	g := *f
 	h.index, h.items, h.inc = 0, 0, ""
-	g.h, g.parts, g.partLimit, g.onceWindow = h, nil, "0", h.onceWindow()
+	g.h, g.parts, g.partLimit, g.idLifetime = h, nil, "0", h.idLifetime()
 	for i, key := range partitionKeys(f.prefix, f.name, int(h.partitions)) {
 		g.parts = append(g.parts, part{key: key, head: h.withIndex(i).encode()})
 	}
@@ -160,9 +155,10 @@ func (f *filter) locate(dst []uint64, item string) (int, []uint64) {
 	return locate(dst, item, f.h.k, f.h.m, len(f.parts))
 }
 
-// placement is where the items of one window live, each hashed once: the
-// positions of the items of each partition, and the bit offsets of every
-// item's k slots, item i's at offsets[i*k : (i+1)*k]. Script arguments
+// placement is where the items of one chunk (a round trip's share of a
+// batch) live, each hashed once: the positions of the items of each
+// partition, and the bit offsets of every item's k slots, item i's at
+// offsets[i*k : (i+1)*k]. Script arguments
 // point into offsets: go-redis writes a *uint64 as its number, and a
 // pointer goes into an interface without an allocation, where a uint64
 // would take one per slot.

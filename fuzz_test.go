@@ -70,7 +70,7 @@ func FuzzParseHeader(f *testing.F) {
 }
 
 // optionFields are the names an ErrInvalidOptions message may cite.
-var optionFields = []string{"Capacity", "ErrorRate", "Slots", "Hashes", "Partitions", "TTL", "OnceWindow"}
+var optionFields = []string{"Capacity", "ErrorRate", "Slots", "Hashes", "Partitions", "TTL", "IDLifetime"}
 
 // FuzzOptions feeds Options.resolve arbitrary options. It must never panic,
 // and either reject them with ErrInvalidOptions naming a field, or return a
@@ -95,18 +95,18 @@ func FuzzOptions(f *testing.F) {
 		{Options{Slots: 1, Hashes: 64, Partitions: 1024}, true},
 		{Options{Capacity: 10, ErrorRate: math.NaN()}, false},
 		{Options{Capacity: 10, TTL: time.Microsecond}, false},
-		{Options{Capacity: 10, OnceWindow: -1}, false},
+		{Options{Capacity: 10, IDLifetime: -1}, false},
 		{Options{Hashes: 3}, false},
 		{Options{Slots: 10}, false},
 		{Options{Slots: math.MaxUint64, Hashes: 3, Partitions: 1}, false},
 	} {
 		o := s.o
-		f.Add(o.Capacity, o.ErrorRate, o.Slots, o.Hashes, o.Partitions, int64(o.TTL), int64(o.OnceWindow), s.classic)
+		f.Add(o.Capacity, o.ErrorRate, o.Slots, o.Hashes, o.Partitions, int64(o.TTL), int64(o.IDLifetime), s.classic)
 	}
 	f.Fuzz(func(t *testing.T, capacity uint64, errorRate float64, counters uint64, hashes, partitions int,
 		ttl, once int64, classic bool) {
 		o := Options{Capacity: capacity, ErrorRate: errorRate, Slots: counters, Hashes: hashes,
-			Partitions: partitions, TTL: time.Duration(ttl), OnceWindow: time.Duration(once)}
+			Partitions: partitions, TTL: time.Duration(ttl), IDLifetime: time.Duration(once)}
 		mode := ModeCounting
 		if classic {
 			mode = ModeClassic

@@ -39,7 +39,7 @@ func TestHandleOptions(t *testing.T) {
 		{"UseFunctions", base, with(func(o *Options) { o.UseFunctions = true }), nil},
 		{"WaitReplicas", base, with(func(o *Options) { o.WaitReplicas, o.WaitTimeout = 1, 2*time.Second }), nil},
 		{"MustExist", base, with(func(o *Options) { o.MustExist = true }), nil},
-		{"OnceWindow", base, with(func(o *Options) { o.OnceWindow = 2 * time.Hour }), ErrParamsMismatch},
+		{"IDLifetime", base, with(func(o *Options) { o.IDLifetime = 2 * time.Hour }), ErrParamsMismatch},
 		{"Partitions", base, with(func(o *Options) { o.Partitions = 3 }), ErrParamsMismatch},
 		{"ErrorRate", base, with(func(o *Options) { o.ErrorRate = 0.001 }), ErrParamsMismatch},
 	}

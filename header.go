@@ -19,8 +19,8 @@ import (
 //	 6       1    format version (1)
 //	 7       1    mode: 'c' counting (4-bit counters), 'b' classic (1 bit)
 //	 8       1    k, the number of hash functions
-//	 9       3    the once window in seconds (uint24, big-endian); 0 means
-//	              the default, one hour (see Options.OnceWindow)
+//	 9       3    the id lifetime in seconds (uint24, big-endian); 0 means
+//	              the default, one hour (see Options.IDLifetime)
 //	12       4    m, the number of slots (uint32, big-endian)
 //	16       4    P, the number of partitions (uint32, big-endian)
 //	20       4    this partition's index, 0 to P-1 (uint32, big-endian)
@@ -35,7 +35,7 @@ import (
 //
 // m is the number of slots of this partition; the filter has P*m. Bytes
 // 0-23 are the partition's identity: a writer whose identity differs gets
-// ErrParamsMismatch. The once window is part of it because where an
+// ErrParamsMismatch. The id lifetime is part of it because where an
 // operation id's record lives, and how long it is kept, follow from it: two
 // processes that disagreed on it could each miss the other's records and
 // apply one id twice. The incarnation tells this partition's operation
@@ -51,14 +51,14 @@ const (
 	headerSize   = 64
 	identitySize = 24 // bytes 0-23
 	itemsByte    = 24 // the item count, bytes 24-31
-	onceByte     = 9  // the once window, bytes 9-11
+	onceByte     = 9  // the id lifetime, bytes 9-11
 	markByte     = 48 // the rebuild mark
 	markRebuild  = 1  // a rebuild holds the partition: adds go to its copy too
 	markResize   = 2  // a resize holds it: adds go to the new filter first
 	incByte      = 49 // the incarnation, bytes 49-56
 	incSize      = 8
 	reservedByte = 57 // bytes 57-63 are zero
-	// maxOnceSeconds is the longest once window the header holds.
+	// maxOnceSeconds is the longest id lifetime the header holds.
 	maxOnceSeconds = 1<<24 - 1
 	headerBits     = headerSize * 8
 	formatVersion  = 1
@@ -112,7 +112,7 @@ type header struct {
 	items      int64
 	capacity   uint64
 	errorRate  float64
-	once       uint32 // the once window in seconds; 0 for the default
+	once       uint32 // the id lifetime in seconds; 0 for the default
 	inc        string // the incarnation, incSize bytes; zeros when none
 }
 
@@ -180,19 +180,19 @@ func parseHeader(b string) (header, error) {
 // describe names the parameters, as error messages (and lua/filter.lua's
 // describe) do.
 func (h header) describe() string {
-	return fmt.Sprintf("%s m=%d k=%d once=%ds partition %d of %d", h.mode, h.m, h.k, h.onceSeconds(), h.index, h.partitions)
+	return fmt.Sprintf("%s m=%d k=%d ids=%ds partition %d of %d", h.mode, h.m, h.k, h.onceSeconds(), h.index, h.partitions)
 }
 
-// onceSeconds is the once window in seconds, the default's included.
+// onceSeconds is the id lifetime in seconds, the default's included.
 func (h header) onceSeconds() int64 {
 	if h.once == 0 {
-		return int64(DefaultOnceWindow / time.Second)
+		return int64(DefaultIDLifetime / time.Second)
 	}
 	return int64(h.once)
 }
 
-// onceWindow is how long operation ids are remembered.
-func (h header) onceWindow() time.Duration {
+// idLifetime is how long operation ids are remembered.
+func (h header) idLifetime() time.Duration {
 	return time.Duration(h.onceSeconds()) * time.Second
 }
 

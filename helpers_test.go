@@ -141,7 +141,7 @@ func checkHeld(t *testing.T, rdb redis.UniversalClient, f *filter, multisets ...
 		}
 		items = append(items, item)
 	}
-	tested, err := (&Counting{f}).TestMany(ctx, items)
+	tested, err := (&Counting{base{f}}).TestMany(ctx, items)
 	if err != nil {
 		t.Fatal(err)
 	}

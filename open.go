@@ -14,7 +14,7 @@ import (
 
 // OpenCounting returns the counting filter called name as stored in Redis,
 // its parameters read from there. o gives the handle's settings (MustExist,
-// TTL, KeyPrefix, OnceWindow, WaitReplicas, WaitTimeout, MaxItems); its
+// TTL, KeyPrefix, IDLifetime, WaitReplicas, WaitTimeout, MaxItems); its
 // sizing fields must be zero (ErrInvalidOptions). It fails with
 // ErrParamsMismatch when the filter is a classic one, and otherwise as Open
 // does.
@@ -23,7 +23,7 @@ func OpenCounting(ctx context.Context, rdb Client, name string, o Options) (*Cou
 	if err != nil {
 		return nil, err
 	}
-	return &Counting{f}, nil
+	return &Counting{base{f}}, nil
 }
 
 // OpenClassic returns the classic filter called name as stored in Redis,
@@ -33,7 +33,7 @@ func OpenClassic(ctx context.Context, rdb Client, name string, o Options) (*Clas
 	if err != nil {
 		return nil, err
 	}
-	return &Classic{f}, nil
+	return &Classic{base{f}}, nil
 }
 
 // Open returns the filter called name as stored in Redis, taking its mode
@@ -51,9 +51,9 @@ func Open(ctx context.Context, rdb Client, name string) (Filter, error) {
 		return nil, callError("open", err)
 	}
 	if f.h.mode == ModeClassic {
-		return &Classic{f}, nil
+		return &Classic{base{f}}, nil
 	}
-	return &Counting{f}, nil
+	return &Counting{base{f}}, nil
 }
 
 func openMode(ctx context.Context, rdb Client, name string, o Options, mode Mode) (*filter, error) {

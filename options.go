@@ -13,9 +13,9 @@ const MaxHashes = 64
 // DefaultErrorRate is the false-positive rate used when Options.ErrorRate is 0.
 const DefaultErrorRate = 0.01
 
-// DefaultOnceWindow is how long AddOnce and RemoveOnce remember an
-// operation id when Options.OnceWindow is 0.
-const DefaultOnceWindow = time.Hour
+// DefaultIDLifetime is how long AddOnce and RemoveOnce remember an
+// operation id when Options.IDLifetime is 0.
+const DefaultIDLifetime = time.Hour
 
 // Options describe a filter and one handle of it. The zero value of each
 // field means its default; invalid values are rejected with
@@ -57,14 +57,14 @@ type Options struct {
 	// makes a new filter: the stored one then answers ErrParamsMismatch.
 	Partitions int
 
-	// OnceWindow is how long AddOnce, RemoveOnce and the other once calls
+	// IDLifetime is how long AddOnce, RemoveOnce and the other once calls
 	// remember an operation id: a repeat within it is answered without
 	// being applied again. It is a whole number of seconds, at most
 	// 194 days. It is stored with the filter, because every process must
 	// look for an id's record where the others wrote it and keep it as
-	// long: a handle with another OnceWindow gets ErrParamsMismatch.
-	// Default DefaultOnceWindow (1 hour).
-	OnceWindow time.Duration
+	// long: a handle with another IDLifetime gets ErrParamsMismatch.
+	// Default DefaultIDLifetime (1 hour).
+	IDLifetime time.Duration
 
 	// The fields below belong to the handle, not to the stored filter.
 
@@ -136,15 +136,15 @@ func (o Options) checkHandle() error {
 	return checkKeyPrefix(o.KeyPrefix)
 }
 
-// onceSeconds validates OnceWindow and returns it as the header keeps it:
+// onceSeconds validates IDLifetime and returns it as the header keeps it:
 // whole seconds, 0 for the default.
 func (o Options) onceSeconds() (uint32, error) {
-	w := o.OnceWindow
+	w := o.IDLifetime
 	if w < 0 || w%time.Second != 0 || w > maxOnceSeconds*time.Second {
-		return 0, fmt.Errorf("%w: OnceWindow = %v, want 0 (the default, %v) or whole seconds up to %v",
-			ErrInvalidOptions, w, DefaultOnceWindow, maxOnceSeconds*time.Second)
+		return 0, fmt.Errorf("%w: IDLifetime = %v, want 0 (the default, %v) or whole seconds up to %v",
+			ErrInvalidOptions, w, DefaultIDLifetime, maxOnceSeconds*time.Second)
 	}
-	if w == DefaultOnceWindow {
+	if w == DefaultIDLifetime {
 		return 0, nil // so that filters made before it was stored agree
 	}
 	return uint32(w / time.Second), nil
@@ -152,7 +152,7 @@ func (o Options) onceSeconds() (uint32, error) {
 
 // sized reports whether o sets a field that is stored with the filter.
 func (o Options) sized() bool {
-	return o.Capacity != 0 || o.ErrorRate != 0 || o.Slots != 0 || o.Hashes != 0 || o.Partitions != 0 || o.OnceWindow != 0
+	return o.Capacity != 0 || o.ErrorRate != 0 || o.Slots != 0 || o.Hashes != 0 || o.Partitions != 0 || o.IDLifetime != 0
 }
 
 // resolve validates o and returns the header of the filter it describes.

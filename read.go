@@ -37,17 +37,17 @@ type partRead struct {
 func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int64, error) {
 	mins := make([]int64, len(items))
 	for lo, hi := range spans(len(items), maxRoundTripSlots/f.h.k) {
-		if err := f.readWindow(ctx, items[lo:hi], mins[lo:hi]); err != nil {
+		if err := f.readChunk(ctx, items[lo:hi], mins[lo:hi]); err != nil {
 			return nil, callError(op, err)
 		}
 	}
 	return mins, nil
 }
 
-// readWindow sets mins for the items of window, in one round trip (two
+// readChunk sets mins for the items of chunk, in one round trip (two
 // when a partition is missing).
-func (f *filter) readWindow(ctx context.Context, window []string, mins []int64) error {
-	pl := f.place(window)
+func (f *filter) readChunk(ctx context.Context, chunk []string, mins []int64) error {
+	pl := f.place(chunk)
 	reads, err := f.sendReads(ctx, pl)
 	for wait := (backoff{}); unapplied(err); { // reads are safe to send again
 		if err2 := wait.next(ctx); err2 != nil {
@@ -138,7 +138,8 @@ func (f *filter) sendReads(ctx context.Context, pl placement) ([]*partRead, erro
 type survey struct {
 	exists []bool
 	size   []int64
-	any    bool // some partition exists: the filter does
+	any    bool   // some partition exists: the filter does
+	inc    string // the incarnation of a partition that exists
 }
 
 // survey asks every partition whether it exists, in one round trip. A
@@ -163,6 +164,11 @@ func (f *filter) survey(ctx context.Context) (*survey, error) {
 			}
 			continue
 		}
+		for p := range f.parts {
+			if redis.HasErrorPrefix(sizes[p].Err(), "WRONGTYPE") {
+				return nil, anotherType(f.parts[p].key)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -170,8 +176,12 @@ func (f *filter) survey(ctx context.Context) (*survey, error) {
 		for p := range f.parts {
 			s.exists[p], s.size[p] = exists[p].Val() == 1, sizes[p].Val()
 			s.any = s.any || s.exists[p]
-			if head := heads[p].Val(); len(head) >= identitySize && head[:identitySize] != f.parts[p].head[:identitySize] {
+			head := heads[p].Val()
+			if len(head) >= identitySize && head[:identitySize] != f.parts[p].head[:identitySize] {
 				return nil, f.check(p, head, s.size[p])
+			}
+			if len(head) == headerSize && s.inc == "" {
+				s.inc = head[incByte : incByte+incSize]
 			}
 		}
 		return s, nil

@@ -1,6 +1,7 @@
 package rbloom
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -77,13 +78,19 @@ func (f *filter) rebuildInto(ctx context.Context, g *filter, fill func(add func(
 	// A filter that does not exist yet is created first, so that a writer
 	// creating it meanwhile does not interrupt the rebuild. Partitions
 	// missing from a damaged filter are claimed missing and switched in.
-	if s, err := f.survey(ctx); err != nil {
-		return err
-	} else if !s.any {
-		if err := f.createAll(ctx, true); err != nil {
-			return err
+	s, err := f.survey(ctx)
+	if err == nil && !s.any {
+		if err = f.createAll(ctx, true); err == nil {
+			s, err = f.survey(ctx)
 		}
 	}
+	if err != nil {
+		return err
+	}
+	// A partition made by the rebuild (one that was lost, or one of a
+	// resize) gets the filter's incarnation, so that the operation ids it
+	// recorded before are still found there.
+	r.inc = cmp.Or(s.inc, randomIncarnation())
 	if err := r.start(ctx); err != nil {
 		return r.abort(ctx, err)
 	}
@@ -98,7 +105,7 @@ func (f *filter) rebuildInto(ctx context.Context, g *filter, fill func(add func(
 		defer close(renewed)
 		r.renew(fillCtx, cancel)
 	}()
-	err := fill(func(items []string) error { return next.fill(fillCtx, items) })
+	err = fill(func(items []string) error { return next.fill(fillCtx, items) })
 	if err != nil {
 		err = fmt.Errorf("fill: %w", err)
 	}
@@ -111,10 +118,13 @@ func (f *filter) rebuildInto(ctx context.Context, g *filter, fill func(add func(
 		err = r.finish(ctx)
 	}
 	if err != nil {
-		// Partitions that switched are done: they no longer have this
-		// rebuild's lease, and abort leaves them alone.
+		// Partitions that switched are done: their lease says so, and
+		// abort leaves them alone.
 		return r.abort(ctx, err)
 	}
+	// The leases stayed, marked switched, so that a switch re-sent by
+	// go-redis after a lost reply is answered ok; now they can go.
+	_ = r.step(ctx, "release", r.all(), false)
 	return nil
 }
 
@@ -132,6 +142,7 @@ type rebuilder struct {
 	f, g   *filter
 	token  string // names this rebuild in the leases
 	resize bool   // g has another size than f
+	inc    string // the incarnation of the partitions it makes
 }
 
 // site is a key a step runs on: the header the key is checked against,
@@ -213,7 +224,7 @@ func (r rebuilder) all() []site {
 
 // step runs rebuild.lua's step on the sites, in one round trip, and waits
 // for the replicas as every write of f does. withInc gives each site's
-// header a fresh incarnation, the one a partition created from it gets.
+// header the rebuild's incarnation, the one a partition made from it gets.
 func (r rebuilder) step(ctx context.Context, step string, sites []site, withInc bool) error {
 	f := r.f
 	lease := strconv.FormatInt(rebuildLease.Milliseconds(), 10)
@@ -230,7 +241,7 @@ func (r rebuilder) step(ctx context.Context, step string, sites []site, withInc 
 	for i, s := range sites {
 		head := s.head
 		if withInc {
-			head = newIncarnation(head)
+			head = withIncarnation(head, r.inc)
 		}
 		calls[i] = scriptCall{
 			keys: []string{s.key, copyKey(s.key), leaseKey(s.key)},
@@ -291,54 +302,14 @@ func (r rebuilder) abort(ctx context.Context, err error) error {
 	return err
 }
 
-// Rebuild refills the filter from its source of truth without stopping it:
-// fill must call add with every item the filter should hold (all the keys
-// of a table, say), in batches of any size, as many times as each is held.
-// Meanwhile the filter keeps answering from its old counters, and every
-// Add, from any process, also goes to the new ones. Then the new counters
-// take the old ones' place, partition by partition, each at once. That
-// clears the ghosts of items removed from the source but not from the
-// filter, and counters stuck at 15. The filter keeps its TTL.
-//
-// The rule fill must follow, so that no item held tests absent: read the
-// source after Rebuild calls fill, in one consistent snapshot (one
-// REPEATABLE READ transaction, say), taken at a moment when no change of
-// the application is half done: every item whose Add has returned is in
-// the source, unless its change was given up, and every row deleted from
-// it has had its Remove called (changes can share a lock that the fill
-// takes alone while it opens its snapshot). Removes made while the
-// rebuild runs are not
-// applied to the new counters, where their items may be missing: those
-// items may remain there as ghosts until the next rebuild. An item both
-// added by fill and by a concurrent Add counts twice: a later Remove
-// leaves it a ghost at worst.
-//
-// One rebuild runs at a time: while another holds the filter, Rebuild
-// fails with ErrRebuilding and changes nothing (a rebuild whose process
-// died holds it for 30 seconds at most). If fill returns an error, or the
-// rebuild was interrupted (ErrRebuildLost: the filter dropped, expired or
-// recreated, a failover, another rebuild taking over after this one
-// stalled), the partitions not yet switched keep their old counters. With
-// Options.WaitReplicas, every step waits for the replicas.
-func (c *Counting) Rebuild(ctx context.Context, fill func(add func(items []string) error) error) error {
-	return callError("rebuild", c.f.rebuild(ctx, fill))
-}
-
-// Rebuild refills the filter from its source of truth without stopping it,
-// as Counting.Rebuild does; for a classic filter, that is the way to forget
-// items.
-func (c *Classic) Rebuild(ctx context.Context, fill func(add func(items []string) error) error) error {
-	return callError("rebuild", c.f.rebuild(ctx, fill))
-}
-
 // resized returns a handle like f's of the filter at the size o gives:
-// o's stored fields, as NewCounting reads them (OnceWindow 0 keeps f's).
+// o's stored fields, as NewCounting reads them (IDLifetime 0 keeps f's).
 func (f *filter) resized(o Options) (*filter, error) {
 	h, err := o.resolve(f.h.mode)
 	if err != nil {
 		return nil, err
 	}
-	if o.OnceWindow == 0 {
+	if o.IDLifetime == 0 {
 		h.once = f.h.once
 	}
 	return f.withHeader(h), nil
@@ -346,7 +317,7 @@ func (f *filter) resized(o Options) (*filter, error) {
 
 // Resize rebuilds the filter at the size o gives (its Capacity and
 // ErrorRate, or Slots and Hashes, and Partitions, as NewCounting reads
-// them; OnceWindow 0 keeps the filter's), without stopping it, and returns
+// them; IDLifetime 0 keeps the filter's), without stopping it, and returns
 // a handle of the resized filter with c's settings. Use it when Info says
 // the filter is overfull. fill follows the rule of Rebuild.
 //
@@ -371,7 +342,7 @@ func (c *Counting) Resize(ctx context.Context, o Options, fill func(add func(ite
 	if err != nil {
 		return nil, callError("resize", err)
 	}
-	return &Counting{g}, nil
+	return &Counting{base{g}}, nil
 }
 
 // Resize rebuilds the filter at the size o gives, as Counting.Resize does.
@@ -383,5 +354,5 @@ func (c *Classic) Resize(ctx context.Context, o Options, fill func(add func(item
 	if err != nil {
 		return nil, callError("resize", err)
 	}
-	return &Classic{g}, nil
+	return &Classic{base{g}}, nil
 }

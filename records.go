@@ -77,8 +77,11 @@ func (r *records) random(p int, key string, keep time.Duration, now time.Time) r
 // onceRecord is the record of the seq-th call of op ("add", "remove",
 // "window") to the partition at key under the caller's operation id, tagged
 // with the digest of the call's items. Ops and sequence numbers keep their
-// fields apart: the field hashes all three.
-func onceRecord(key, op string, seq int, id, tag string, keep time.Duration, now time.Time) record {
+// fields apart: the field hashes all three. The hash is chosen by keep,
+// the filter's IDLifetime, as every process does; it is kept at least
+// retry too, this client's retryKeep, since go-redis may re-send the call
+// (the same hashes) that late even when keep is shorter.
+func onceRecord(key, op string, seq int, id, tag string, keep, retry time.Duration, now time.Time) record {
 	h1, h2 := murmur3.Sum128([]byte(op + "\x00" + strconv.Itoa(seq) + "\x00" + id))
 	var field [16]byte
 	binary.BigEndian.PutUint64(field[:8], h1)
@@ -91,7 +94,8 @@ func onceRecord(key, op string, seq int, id, tag string, keep time.Duration, now
 	for d := int64(1); d <= recordBucketsPerKeep; d++ {
 		keys = append(keys, hash(b-d))
 	}
-	return record{field: string(field[:onceFieldBytes]), tag: tag, keys: keys, ttl: keep.Milliseconds() + 2*span}
+	ttl := max(keep.Milliseconds()+2*span, retry.Milliseconds()+span)
+	return record{field: string(field[:onceFieldBytes]), tag: tag, keys: keys, ttl: ttl}
 }
 
 // recordBucket returns the record bucket of now for records kept keep,
@@ -102,12 +106,12 @@ func recordBucket(keep time.Duration, now time.Time) (int64, int64) {
 }
 
 // digest is the tag of an operation id's record: 8 bytes of MurmurHash3 of
-// the items of window at positions at, item after item, so that the id
+// the items of chunk at positions at, item after item, so that the id
 // used again for other items is told from a replay.
-func digest(window []string, at []int) string {
+func digest(chunk []string, at []int) string {
 	h := murmur3.New128()
 	for _, i := range at {
-		h.Write([]byte(window[i]))
+		h.Write([]byte(chunk[i]))
 		h.Write([]byte{0}) // so that ["ab"] and ["a", "b"] differ
 	}
 	return string(h.Sum(nil)[:recordTagBytes])

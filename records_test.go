@@ -12,15 +12,15 @@ import (
 )
 
 // TestOnceRecordHorizon: an operation id's record is found for at least
-// OnceWindow after its call, by a process whose clock is a bucket ahead or
-// behind too, and is forgotten within OnceWindow plus two buckets. Reusing
+// IDLifetime after its call, by a process whose clock is a bucket ahead or
+// behind too, and is forgotten within IDLifetime plus two buckets. Reusing
 // the id for another item shows whether the record was found: it is
 // ErrOpIDReused when it is.
 func TestOnceRecordHorizon(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		const keep = time.Minute
 		span := keep / recordBucketsPerKeep
-		c := newCounting(t, rdb, "horizon", Options{Capacity: 1000, OnceWindow: keep})
+		c := newCounting(t, rdb, "horizon", Options{Capacity: 1000, IDLifetime: keep})
 		clk := newClock(time.UnixMilli(1_700_000_000_000).Truncate(span).Add(span / 2))
 		c.f.now = clk.now
 		t0 := clk.now()
@@ -36,7 +36,7 @@ func TestOnceRecordHorizon(t *testing.T) {
 		}
 		clk.t = t0.Add(keep + 2*span)
 		if _, err := c.AddOnce(ctx, "b", "id"); err != nil {
-			t.Errorf("OnceWindow plus two buckets after the call, the id is still remembered: %v", err)
+			t.Errorf("IDLifetime plus two buckets after the call, the id is still remembered: %v", err)
 		}
 		if items := must(c.Info(ctx)).on(t).Items; items != 2 {
 			t.Errorf("Items = %d, want 2 (a once, b once)", items)
@@ -49,7 +49,7 @@ func TestOnceRecordHorizon(t *testing.T) {
 // first record, so none outlives its bucket.
 func TestRecordHashes(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "records", Options{Capacity: 10_000, OnceWindow: time.Hour})
+		c := newCounting(t, rdb, "records", Options{Capacity: 10_000, IDLifetime: time.Hour})
 		const calls = 300
 		for i := range calls {
 			must(c.Add(ctx, fmt.Sprint("plain-", i))).on(t)
@@ -137,23 +137,23 @@ func TestRetryKeep(t *testing.T) {
 	}
 }
 
-// TestOnceWindowStored: the once window is stored with the filter, so two
+// TestIDLifetimeStored: the id lifetime is stored with the filter, so two
 // handles can never disagree on where an id's record is and how long it
-// lasts (before, handles with OnceWindow 1h and 2h each missed the other's
+// lasts (before, handles with IDLifetime 1h and 2h each missed the other's
 // records: AddOnce counted twice, RemoveOnce removed twice, and a window
 // answered a replayed batch anew). A handle with another window gets
 // ErrParamsMismatch, from every once call, and writes nothing; the default
 // and an explicit hour agree; Open takes the stored window.
-func TestOnceWindowStored(t *testing.T) {
+func TestIDLifetimeStored(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		hour := newCounting(t, rdb, "stored", Options{Capacity: 1000, OnceWindow: time.Hour})
+		hour := newCounting(t, rdb, "stored", Options{Capacity: 1000, IDLifetime: time.Hour})
 		must(hour.AddOnce(ctx, "x", "id-1")).on(t)
 		defaulted := newCounting(t, rdb, "stored", Options{Capacity: 1000})
 		if maybe := must(defaulted.AddOnce(ctx, "x", "id-1")).on(t); maybe {
 			t.Error("the replay through the default window's handle answered present: it was applied again")
 		}
 		before := dump(t, rdb)
-		other := newCounting(t, rdb, "stored", Options{Capacity: 1000, OnceWindow: 2 * time.Hour})
+		other := newCounting(t, rdb, "stored", Options{Capacity: 1000, IDLifetime: 2 * time.Hour})
 		calls := map[string]func() error{
 			"AddOnce":        func() error { _, err := other.AddOnce(ctx, "x", "id-1"); return err },
 			"AddManyOnce":    func() error { _, err := other.AddManyOnce(ctx, []string{"x"}, "id-2"); return err },
@@ -163,35 +163,35 @@ func TestOnceWindowStored(t *testing.T) {
 		}
 		for _, name := range sortedKeys(calls) {
 			if err := calls[name](); !errors.Is(err, ErrParamsMismatch) {
-				t.Errorf("%s through a handle with another OnceWindow: %v, want ErrParamsMismatch", name, err)
+				t.Errorf("%s through a handle with another IDLifetime: %v, want ErrParamsMismatch", name, err)
 			}
 		}
 		if after := dump(t, rdb); !maps.Equal(before, after) {
-			t.Error("calls refused for another OnceWindow changed Redis")
+			t.Error("calls refused for another IDLifetime changed Redis")
 		}
 		if n := must(hour.Count(ctx, "x")).on(t); n != 1 {
 			t.Errorf("Count(x) = %d, want 1 (one AddOnce, replayed)", n)
 		}
 		opened := must(OpenCounting(ctx, rdb, "stored", Options{})).on(t)
-		if opened.f.onceWindow != time.Hour {
-			t.Errorf("Open: once window %v, want 1h", opened.f.onceWindow)
+		if opened.f.idLifetime != time.Hour {
+			t.Errorf("Open: id lifetime %v, want 1h", opened.f.idLifetime)
 		}
-		if _, err := OpenCounting(ctx, rdb, "stored", Options{OnceWindow: time.Hour}); !errors.Is(err, ErrInvalidOptions) {
-			t.Errorf("OpenCounting with OnceWindow set: %v, want ErrInvalidOptions (it comes from Redis)", err)
+		if _, err := OpenCounting(ctx, rdb, "stored", Options{IDLifetime: time.Hour}); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("OpenCounting with IDLifetime set: %v, want ErrInvalidOptions (it comes from Redis)", err)
 		}
 
 		// Windows store theirs in each generation.
-		wo := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: time.Hour, OnceWindow: time.Hour}
+		wo := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: time.Hour, IDLifetime: time.Hour}
 		w := must(NewWindow(rdb, "stored-window", wo)).on(t)
 		first := must(w.TestOrAddManyOnce(ctx, []string{"e1", "e2"}, "batch")).on(t)
-		wo.OnceWindow = 2 * time.Hour
+		wo.IDLifetime = 2 * time.Hour
 		w2 := must(NewWindow(rdb, "stored-window", wo)).on(t)
 		if got, err := w2.TestOrAddManyOnce(ctx, []string{"e1", "e2"}, "batch"); !errors.Is(err, ErrParamsMismatch) {
-			t.Errorf("a window handle with another OnceWindow replaying a batch: %v, %v, want ErrParamsMismatch (first answers %v)", got, err, first)
+			t.Errorf("a window handle with another IDLifetime replaying a batch: %v, %v, want ErrParamsMismatch (first answers %v)", got, err, first)
 		}
 		for _, bad := range []time.Duration{time.Millisecond, 1500 * time.Millisecond, -time.Second, (1 << 24) * time.Second} {
-			if _, err := NewCounting(rdb, "bad", Options{Capacity: 10, OnceWindow: bad}); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "OnceWindow") {
-				t.Errorf("OnceWindow = %v: %v, want ErrInvalidOptions naming OnceWindow", bad, err)
+			if _, err := NewCounting(rdb, "bad", Options{Capacity: 10, IDLifetime: bad}); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "IDLifetime") {
+				t.Errorf("IDLifetime = %v: %v, want ErrInvalidOptions naming IDLifetime", bad, err)
 			}
 		}
 	})

@@ -54,10 +54,10 @@ type WindowOptions struct {
 	// buckets or not, at least one bucket and at most 10,000.
 	Span time.Duration
 
-	// Partitions, KeyPrefix, OnceWindow and UseFunctions are as in Options.
+	// Partitions, KeyPrefix, IDLifetime and UseFunctions are as in Options.
 	Partitions   int
 	KeyPrefix    string
-	OnceWindow   time.Duration
+	IDLifetime   time.Duration
 	UseFunctions bool
 
 	// Now is the clock that picks the current bucket. Default time.Now.
@@ -88,7 +88,7 @@ func NewWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	p := cmp.Or(o.ErrorRate, DefaultErrorRate)
 	perGen := -math.Expm1(math.Log1p(-p) / float64(gens+1))
 	fo := Options{Capacity: o.EventsPerBucket, ErrorRate: perGen, Partitions: o.Partitions,
-		KeyPrefix: o.KeyPrefix, OnceWindow: o.OnceWindow, UseFunctions: o.UseFunctions}
+		KeyPrefix: o.KeyPrefix, IDLifetime: o.IDLifetime, UseFunctions: o.UseFunctions}
 	h, err := fo.resolve(ModeClassic)
 	if err != nil {
 		return nil, err
@@ -117,14 +117,14 @@ func (w *Window) TestOrAddMany(ctx context.Context, events []string) ([]bool, er
 	return w.testOrAdd(ctx, events, "")
 }
 
-// TestOrAddManyOnce is TestOrAddMany applied at most once per batchID
-// within OnceWindow, as Counting.AddManyOnce: a consumer that replays a
+// TestOrAddManyOnce is TestOrAddMany applied at most once per opID
+// within IDLifetime, as Counting.AddManyOnce: a consumer that replays a
 // batch gets its first decisions, and adds nothing.
-func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, batchID string) ([]bool, error) {
-	if batchID == "" || len(batchID) > 256 {
-		return nil, callError("window", fmt.Errorf("%w: operation id %q: want 1 to 256 bytes", ErrInvalidOptions, batchID))
+func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID string) ([]bool, error) {
+	if opID == "" || len(opID) > 256 {
+		return nil, callError("window", fmt.Errorf("%w: operation id %q: want 1 to 256 bytes", ErrInvalidOptions, opID))
 	}
-	return w.testOrAdd(ctx, events, batchID)
+	return w.testOrAdd(ctx, events, opID)
 }
 
 // Test reports for each event whether it was seen within the window, and
@@ -136,8 +136,8 @@ func (w *Window) Test(ctx context.Context, events []string) ([]bool, error) {
 	b := w.current()
 	perCall := maxCallSlots / f.h.k
 	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
-		window := events[lo:hi]
-		pl := f.place(window)
+		chunk := events[lo:hi]
+		pl := f.place(chunk)
 		pipe := f.rdb.Pipeline()
 		type read struct {
 			at   []int
@@ -183,13 +183,13 @@ func (w *Window) current() int64 {
 	return w.now().UnixMilli() / w.bucket.Milliseconds()
 }
 
-func (w *Window) testOrAdd(ctx context.Context, events []string, onceID string) ([]bool, error) {
+func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([]bool, error) {
 	f := w.f
 	out := make([]bool, len(events))
 	b := w.current()
 	keep := f.retryKeep
-	if onceID != "" {
-		keep = f.onceWindow
+	if opID != "" {
+		keep = f.idLifetime
 	}
 	ttl := strconv.FormatInt(w.ttl.Milliseconds(), 10)
 	// A call reads about two bits of a new event in each of gens+2
@@ -199,8 +199,8 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, onceID string) 
 	perCall := max(1, min(maxCallSlots/f.h.k, 16*maxCallSlots/(f.h.k*(w.gens+2))))
 	seq := make([]int, len(f.parts))
 	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
-		window := events[lo:hi]
-		pl := f.place(window)
+		chunk := events[lo:hi]
+		pl := f.place(chunk)
 		calls, answers := pack(pl, perCall, seq, func(p, seq int, at []int) scriptCall {
 			// The current generation, the next, the past ones, then the
 			// record's hashes.
@@ -208,7 +208,7 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, onceID string) 
 			for g := b - 1; g >= b-int64(w.gens); g-- {
 				keys = append(keys, w.generation(p, g))
 			}
-			rec := f.record("window", onceID, p, seq, window, at, keep)
+			rec := f.record("window", opID, p, seq, chunk, at, keep)
 			keys = append(keys, rec.keys...)
 			args := make([]any, 0, 5+len(at)*f.h.k)
 			args = append(args, f.parts[p].head, ttl, strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag)

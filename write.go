@@ -23,7 +23,7 @@ type writeOp struct {
 	script *redis.Script // addScript or removeScript
 	create bool          // add.lua may create a missing partition
 	keep   time.Duration // how long each call's record stays in Redis
-	onceID string        // the caller's operation id; "" for a random record per call
+	opID   string        // the caller's operation id; "" for a random record per call
 	absent bool          // add.lua adds only the items that test absent
 	fill   bool          // a rebuild's fill: its partitions are copies, never created
 }
@@ -54,7 +54,7 @@ func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
 }
 
 // writeOnce applies op to items at most once per opID within
-// f.onceWindow: each script call's record is named after opID (and the
+// f.idLifetime: each script call's record is named after opID (and the
 // call's place in the batch) instead of being random, so the same batch
 // sent again with the same opID, from this process or another, gets the
 // first answers and changes nothing. A record holds a digest of its call's
@@ -65,7 +65,7 @@ func (f *filter) writeOnce(ctx context.Context, op writeOp, items []string, opID
 	if opID == "" || len(opID) > 256 {
 		return nil, callError(op.name, fmt.Errorf("%w: operation id %q: want 1 to 256 bytes", ErrInvalidOptions, opID))
 	}
-	op.onceID, op.keep = opID, f.onceWindow
+	op.opID, op.keep = opID, f.idLifetime
 	return f.write(ctx, op, items)
 }
 
@@ -75,20 +75,20 @@ func (f *filter) writeOnce(ctx context.Context, op writeOp, items []string, opID
 // parallel).
 func (f *filter) write(ctx context.Context, op writeOp, items []string) ([]bool, error) {
 	out := make([]bool, len(items))
-	if err := f.writeWindows(ctx, op, items, out); err != nil {
+	if err := f.writeChunks(ctx, op, items, out); err != nil {
 		return nil, callError(op.name, err)
 	}
 	return out, nil
 }
 
-func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, out []bool) error {
+func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, out []bool) error {
 	perCall := maxCallSlots / f.h.k
 	seq := make([]int, len(f.parts)) // the calls made so far to each partition
 	for lo, hi := range spans(len(items), maxRoundTripSlots/f.h.k) {
-		window := items[lo:hi]
-		pl := f.place(window)
+		chunk := items[lo:hi]
+		pl := f.place(chunk)
 		calls, answers := pack(pl, perCall, seq, func(p, seq int, at []int) scriptCall {
-			return f.call(op, p, seq, window, pl, at)
+			return f.call(op, p, seq, chunk, pl, at)
 		})
 		// A call answers '?' when its partition does not exist and it may
 		// not create it; settle decides, and the calls go again.
@@ -111,7 +111,7 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 				if t, ok := strings.CutPrefix(r, "!"); ok {
 					target = t
 					for _, pos := range answers[c] {
-						forward = append(forward, window[pos])
+						forward = append(forward, chunk[pos])
 					}
 					calls[c].args[3] = "f" // the items will be in the copies
 					again, againAt = append(again, calls[c]), append(againAt, answers[c])
@@ -161,6 +161,13 @@ func (f *filter) writeWindows(ctx context.Context, op writeOp, items []string, o
 				}
 			case !exists && f.mustExist:
 				return fmt.Errorf("%w: %s", ErrNotFound, f.name)
+			case !exists && op.opID != "":
+				// A once remove records its answer, "absent", so that a
+				// replay after the item is added removes nothing: the
+				// record needs the filter.
+				if err := f.createAll(ctx, true); err != nil {
+					return err
+				}
 			case !exists: // a remove from a filter that does not exist: all absent
 				again = nil
 			}
@@ -192,7 +199,7 @@ func (f *filter) forward(ctx context.Context, target string, items []string) err
 // pack makes the script calls for the items placed by pl: one per perCall
 // items of each partition, made by call, and the positions each answers
 // for. seq counts the calls made to each partition so far, across the
-// windows of a batch (see call).
+// chunks of a batch (see call).
 func pack(pl placement, perCall int, seq []int, call func(p, seq int, at []int) scriptCall) ([]scriptCall, [][]int) {
 	var calls []scriptCall
 	var answers [][]int
@@ -219,12 +226,12 @@ func answer(r string, at []int, out []bool) error {
 }
 
 // call is the script call that applies op, in partition p, to the items of
-// window, placed by pl, at positions at. It is the seq-th call of op to
+// chunk, placed by pl, at positions at. It is the seq-th call of op to
 // partition p: a batch under one operation id makes one record per call,
 // and the same batch sent again makes the same calls.
-func (f *filter) call(op writeOp, p, seq int, window []string, pl placement, at []int) scriptCall {
+func (f *filter) call(op writeOp, p, seq int, chunk []string, pl placement, at []int) scriptCall {
 	key := f.parts[p].key
-	rec := f.record(op.name, op.onceID, p, seq, window, at, op.keep)
+	rec := f.record(op.name, op.opID, p, seq, chunk, at, op.keep)
 	keep := strconv.FormatInt(rec.ttl, 10)
 	var args []any
 	var keys []string
@@ -251,19 +258,30 @@ func (f *filter) call(op writeOp, p, seq int, window []string, pl placement, at 
 // newIncarnation returns head, a partition's header, with a fresh random
 // incarnation: the one a partition gets when the call creates it.
 func newIncarnation(head string) string {
+	return withIncarnation(head, randomIncarnation())
+}
+
+// randomIncarnation returns incSize random bytes, never all zero (the
+// incarnation of partitions of earlier versions).
+func randomIncarnation() string {
 	var inc [incSize]byte
-	binary.BigEndian.PutUint64(inc[:], rand.Uint64()|1) // never the zeros of old partitions
-	return head[:incByte] + string(inc[:]) + head[incByte+incSize:]
+	binary.BigEndian.PutUint64(inc[:], rand.Uint64()|1)
+	return string(inc[:])
+}
+
+// withIncarnation returns head with the incarnation inc.
+func withIncarnation(head, inc string) string {
+	return head[:incByte] + inc + head[incByte+incSize:]
 }
 
 // record is the record of a call of op to partition p: a random one, or,
-// under the caller's operation id onceID, the seq-th of the batch's calls
-// to that partition, tagged with the items of window at positions at.
-func (f *filter) record(op, onceID string, p, seq int, window []string, at []int, keep time.Duration) record {
-	if onceID == "" {
+// under the caller's operation id opID, the seq-th of the batch's calls
+// to that partition, tagged with the items of chunk at positions at.
+func (f *filter) record(op, opID string, p, seq int, chunk []string, at []int, keep time.Duration) record {
+	if opID == "" {
 		return f.records.random(p, f.parts[p].key, keep, f.now())
 	}
-	return onceRecord(f.parts[p].key, op, seq, onceID, digest(window, at), keep, f.now())
+	return onceRecord(f.parts[p].key, op, seq, opID, digest(chunk, at), keep, f.retryKeep, f.now())
 }
 
 // settle is called when a write found one of the filter's partitions
@@ -333,8 +351,10 @@ var errVanished = fmt.Errorf("%w: a partition vanished", ErrDamaged)
 func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
 	op := writeOp{name: "create", script: addScript, create: mayCreate, keep: f.retryKeep}
 	calls := make([]scriptCall, len(f.parts))
+	inc := randomIncarnation() // one for all: a rebuild repairing a lost one reuses it
 	for p := range f.parts {
 		calls[p] = f.call(op, p, 0, nil, placement{}, nil)
+		calls[p].args[0] = withIncarnation(f.parts[p].head, inc)
 	}
 	replies, err := runScripts(ctx, f.rdb, addScript, f.fcall, calls, f.repl)
 	if err != nil {

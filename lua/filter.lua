@@ -31,7 +31,7 @@ local function parse(h)
   if #h ~= HEADER or string.sub(h, 1, #MAGIC) ~= MAGIC then
     return nil, 'no rbloom header'
   end
-  -- Bytes 6 to 23: version, mode, k, the once window (uint24), then m, P
+  -- Bytes 6 to 23: version, mode, k, the id lifetime (uint24), then m, P
   -- and the index (uint32 big-endian each).
   local _, _, _, _, _, _, version, mode, k, o1, o2, o3,
     m1, m2, m3, m4, p1, p2, p3, p4, i1, i2, i3, i4 = string.byte(h, 1, IDENTITY)
@@ -63,7 +63,7 @@ end
 
 -- describe names a filter's parameters as error messages do.
 local function describe(f)
-  return f.modeName .. ' m=' .. f.m .. ' k=' .. f.k .. ' once=' .. f.once .. 's partition ' .. f.index .. ' of ' .. f.parts
+  return f.modeName .. ' m=' .. f.m .. ' k=' .. f.k .. ' ids=' .. f.once .. 's partition ' .. f.index .. ' of ' .. f.parts
 end
 
 -- incarnation returns the incarnation kept in a header (see header.go).

@@ -11,6 +11,7 @@
 --             n  a partition of the filter a resize makes (it may hold a
 --                partition of the old filter, marked MARK_RESIZE)
 --             o  a partition of the old filter that the resize retires
+--             s  switched or retired: done (a re-sent step answers 'ok')
 -- ARGV[1]   the 64-byte header KEYS[1] is checked against: the filter's
 --           (claim, mark, renew, abort, switch of m and x), or the new
 --           filter's, with the incarnation its partitions get (prepare,
@@ -41,8 +42,11 @@
 --            claim or the mark left it (its mark set, or still missing).
 --   switch   check, then for m, x and n: the copy replaces the partition
 --            (RENAME), keeping the partition's TTL, and the lease goes.
---   retire   check, then for o: the partition, its header copy and the
---            lease go.
+--   retire   check, then for o: the partition and its header copy go.
+--            Switch and retire leave the lease in state s, so that the
+--            same step re-sent by go-redis after a lost reply answers
+--            'ok' rather than that the rebuild lost the key.
+--   release  the lease goes, if this rebuild's and in state s.
 --   abort    When this rebuild holds the lease, or nobody does: the mark
 --            cleared, the copy and the lease deleted. Else nothing.
 
@@ -52,7 +56,8 @@ local MAX_TOKEN = 40 -- bytes; rebuild.go's tokens have 16
 
 local f, why = parse(ARGV[1])
 if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
-local steps = {claim = true, prepare = true, mark = true, renew = true, check = true, switch = true, retire = true, abort = true}
+local steps = {claim = true, prepare = true, mark = true, renew = true, check = true, switch = true, retire = true,
+  abort = true, release = true}
 if not steps[step] then return reject('ARGS', 'ARGV[2] is not a step of rebuild.lua') end
 if #token < 1 or #token > MAX_TOKEN or string.find(token, ':', 1, true) then
   return reject('ARGS', 'ARGV[3] is not a token of 1 to ' .. MAX_TOKEN .. ' bytes without a colon')
@@ -65,8 +70,17 @@ if target ~= '' and not parse(target) then return reject('ARGS', 'ARGV[6] is not
 local holder = redis.call('GET', lease)
 local ours = holder and string.sub(holder, 1, #token + 1) == token .. ':'
 local state = ours and string.sub(holder, #token + 2)
-if holder and not ours and (step == 'claim' or step == 'prepare' or step == 'mark') then
+local done = holder and string.sub(holder, -2) == ':s' -- a finished rebuild's
+if holder and not ours and not done and (step == 'claim' or step == 'prepare' or step == 'mark') then
   return reject('REBUILDING', lease .. ' is held by another rebuild')
+end
+if step == 'release' then
+  if ours and state == 's' then redis.call('DEL', lease) end
+  return 'ok'
+end
+if ours and state == 's' and step ~= 'abort' then
+  if step == 'switch' or step == 'retire' or step == 'check' or step == 'renew' then return 'ok' end
+  return reject('ARGS', lease .. ' belongs to a rebuild that is over')
 end
 
 -- markOf returns the mark byte of the string at KEYS[1], or nil when it
@@ -110,7 +124,11 @@ if step == 'prepare' then
 end
 
 if step == 'abort' then
-  if holder and not ours then return 'ok' end
+  if holder and not ours and not done then return 'ok' end
+  if ours and state == 's' then
+    redis.call('DEL', lease) -- switched: nothing to undo
+    return 'ok'
+  end
   local mark = markOf()
   if mark == MARK_REBUILD or mark == MARK_RESIZE then redis.call('SETRANGE', key, MARK_BYTE, '\0') end
   redis.call('DEL', copy, lease)
@@ -146,7 +164,8 @@ if step == 'check' then return 'ok' end
 
 if step == 'retire' then
   if state ~= 'o' then return reject('ARGS', key .. ' is not retired by this resize') end
-  redis.call('DEL', key, copy, lease)
+  redis.call('DEL', key, copy)
+  redis.call('SET', lease, token .. ':s', 'PX', leaseMS)
   return 'ok'
 end
 
@@ -156,5 +175,5 @@ local keepTTL = ttl
 if mark ~= nil then keepTTL = redis.call('PTTL', key) end
 redis.call('RENAME', copy, key)
 if keepTTL > 0 then redis.call('PEXPIRE', key, keepTTL) else redis.call('PERSIST', key) end
-redis.call('DEL', lease)
+redis.call('SET', lease, token .. ':s', 'PX', leaseMS)
 return 'ok'

@@ -12,9 +12,9 @@
 -- ARGV[1]   the partition's 64-byte header (only compared, never written)
 -- ARGV[2]   the TTL in ms a record hash gets from its first record
 -- ARGV[3]   the record's field, as in add.lua
--- ARGV[4]   the record's tag, as in add.lua; with a tag the answer is
---           recorded even when nothing was removed, so that a replay of the
---           operation id answers the same after the items were added
+-- ARGV[4]   the record's tag, as in add.lua; the answer is recorded even
+--           when nothing was removed, so that a re-sent call or a replay of
+--           the operation id answers the same after the items were added
 -- ARGV[5..] the bit offsets of each item's k counters, in decimal, item
 --           after item
 -- Returns   one character per item: '1' removed, '0' definitely absent
@@ -111,7 +111,7 @@ local function removeFrom(key)
 end
 
 local res, removed = removeFrom(key)
--- A random record is needed only when something changed: a retry of a
--- call that removed nothing may as well run again.
-if removed > 0 or tag ~= '' then remember(record, field, tag, inc, res, keep) end
+-- Recorded even when nothing was removed: re-sent after an add of its
+-- item, the call must answer "absent" again, not remove it.
+remember(record, field, tag, inc, res, keep)
 return res

@@ -42,7 +42,7 @@ type consumer struct {
 	name    string        // its name in the group, never reused by a later consumer
 	size    int           // entries read or claimed at a time
 	minIdle time.Duration // pending entries idle this long are another's to claim
-	ttl     time.Duration // journals and markers: the window's OnceWindow
+	ttl     time.Duration // journals and markers: the window's IDLifetime
 	block   time.Duration // how long a read waits for new entries
 
 	log *log.Logger // gets what the consumer has to say: errors, replays

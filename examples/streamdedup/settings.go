@@ -38,6 +38,6 @@ func (s settings) keys() keys { return newKeys(s.name) }
 func (s settings) window(rdb redis.UniversalClient) (*rbloom.Window, error) {
 	return rbloom.NewWindow(rdb, s.name, rbloom.WindowOptions{
 		EventsPerBucket: s.eventsPerBucket, ErrorRate: s.errorRate,
-		Bucket: s.bucket, Span: s.span, OnceWindow: s.ttl,
+		Bucket: s.bucket, Span: s.span, IDLifetime: s.ttl,
 	})
 }
