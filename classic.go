@@ -13,7 +13,7 @@ var _ Filter = (*Classic)(nil)
 func NewClassic(rdb Client, name string, o Options) (*Classic, error) {
 	f, err := newFilter(rdb, name, ModeClassic, o)
 	if err != nil {
-		return nil, err
+		return nil, callError("new classic", err)
 	}
 	return &Classic{base{f}}, nil
 }

@@ -277,7 +277,7 @@ func TestLargeFilter(t *testing.T) {
 		t.Errorf("Info = %d counters, %d partitions, %d items", in.Slots, len(in.Partitions), in.Items)
 	}
 	for _, p := range in.Partitions {
-		if !p.Exists || p.Bytes > DefaultPartitionBytes+1<<20 {
+		if !p.Exists || p.Bytes > defaultPartitionBytes+1<<20 {
 			t.Errorf("partition %s: exists %v, %d bytes", p.Key, p.Exists, p.Bytes)
 		}
 	}

@@ -47,7 +47,7 @@ var _ Filter = (*Counting)(nil)
 func NewCounting(rdb Client, name string, o Options) (*Counting, error) {
 	f, err := newFilter(rdb, name, ModeCounting, o)
 	if err != nil {
-		return nil, err
+		return nil, callError("new counting", err)
 	}
 	return &Counting{base{f}}, nil
 }

@@ -11,21 +11,21 @@ import (
 var (
 	// ErrInvalidOptions is returned, wrapped with the name of the field, for
 	// options or arguments that cannot describe a filter. Nothing is written.
-	ErrInvalidOptions = errors.New("rbloom: invalid options")
+	ErrInvalidOptions = newKind("invalid options")
 
 	// ErrParamsMismatch is returned when the filter stored in Redis was
 	// created with another mode, m or k than the caller's. Nothing is written:
 	// use Open to take the parameters from Redis.
-	ErrParamsMismatch = errors.New("rbloom: filter parameters differ from the stored ones")
+	ErrParamsMismatch = newKind("filter parameters differ from the stored ones")
 
 	// ErrNotFilter is returned when the filter's key holds something that is
 	// not an rbloom filter of this format version: another type, a string
 	// written by someone else, a corrupted header. The key is left untouched.
-	ErrNotFilter = errors.New("rbloom: key does not hold an rbloom filter")
+	ErrNotFilter = newKind("key does not hold an rbloom filter")
 
 	// ErrNotFound is returned by Open when no filter has that name, and by
 	// reads and removes with Options.MustExist.
-	ErrNotFound = errors.New("rbloom: filter not found")
+	ErrNotFound = newKind("filter not found")
 
 	// ErrDamaged is returned when a filter's keys are not as rbloom left
 	// them: a partition missing while others exist (evicted, deleted,
@@ -33,38 +33,47 @@ var (
 	// refused rather than recreate a partition that would then answer
 	// "absent" for items it held; reads answer "may be present" for items
 	// in a missing partition. Drop and rebuild the filter.
-	ErrDamaged = errors.New("rbloom: filter damaged")
+	ErrDamaged = newKind("filter damaged")
 
 	// ErrNotReplicated is returned by a write, with Options.WaitReplicas
 	// set, when fewer replicas than asked acknowledged it in time. The
 	// write was applied on the master; a failover before the replicas catch
 	// up could lose it.
-	ErrNotReplicated = errors.New("rbloom: write not acknowledged by enough replicas")
+	ErrNotReplicated = newKind("write not acknowledged by enough replicas")
 
 	// ErrOpIDReused is returned by AddOnce and RemoveOnce when the
 	// operation id was already used, within the window, for another item.
 	// Nothing is written: an id names one operation on one item, and a
 	// second use for something else would otherwise be answered as a
 	// replay and silently dropped.
-	ErrOpIDReused = errors.New("rbloom: operation id already used for another item")
+	ErrOpIDReused = newKind("operation id already used for another item")
 
 	// ErrRebuilding is returned by Rebuild when another rebuild of the
 	// filter is running (from any process). Nothing was changed: try
 	// again once it has finished. A rebuild whose process died holds the
 	// filter for at most rebuildLease (30 seconds).
-	ErrRebuilding = errors.New("rbloom: another rebuild of the filter is running")
+	ErrRebuilding = newKind("another rebuild of the filter is running")
 
 	// ErrRebuildLost is returned by Rebuild when what it had set up was
 	// changed under it: the filter was dropped, expired or created anew,
 	// another rebuild took over after this one stalled, or a failover lost
 	// its start. The partitions it reports were not switched; the filter
 	// keeps its old counters there, and nothing it held was lost.
-	ErrRebuildLost = errors.New("rbloom: rebuild interrupted")
+	ErrRebuildLost = newKind("rebuild interrupted")
+
+	// ErrNoFunctions is returned by writes with Options.UseFunctions when the
+	// server has no function library of this version of rbloom (it was never
+	// installed, or was deleted or flushed), or has no functions at all (Redis
+	// before 7.0). A call refused so wrote nothing, and rbloom never falls back
+	// to EVAL; on a cluster where only some masters have the library, the
+	// calls of a batch that went to the others were applied. An admin installs
+	// the library with InstallFunctions or `rbloom functions install`.
+	ErrNoFunctions = newKind("Redis functions not installed")
 
 	// ErrFull is returned by an add that would take the filter past
 	// Options.MaxItems. That call added nothing (a batch may have added
 	// the items of its other calls).
-	ErrFull = errors.New("rbloom: filter full")
+	ErrFull = newKind("filter full")
 )
 
 // Scripts report their own failures with error replies starting with one of
@@ -79,13 +88,37 @@ var scriptErrors = map[string]error{
 	"RBLOOM_FULL":       ErrFull,
 	"RBLOOM_REBUILDING": ErrRebuilding,
 	"RBLOOM_LOST":       ErrRebuildLost,
-	"RBLOOM_ARGS":       errors.New("rbloom: script rejected its arguments"),
+	"RBLOOM_ARGS":       newKind("script rejected its arguments"),
+}
+
+// kind is one of rbloom's sentinel errors. Standing alone it reads
+// "rbloom: <text>"; inside an error of the API, only its text, so that the
+// prefix comes once, from opError.
+type kind struct{ text string }
+
+func newKind(text string) *kind { return &kind{text} }
+
+func (k *kind) Error() string { return "rbloom: " + k.text }
+
+// detailed is a kind with what the caller needs to know: "<text>: <detail>".
+type detailed struct {
+	kind   *kind
+	detail string
+}
+
+func (e *detailed) Error() string { return e.kind.text + ": " + e.detail }
+
+func (e *detailed) Unwrap() error { return e.kind }
+
+// failf returns the error of kind k with a detail formatted as by
+// fmt.Sprintf. k is one of the Err variables.
+func failf(k error, format string, args ...any) error {
+	return &detailed{kind: k.(*kind), detail: fmt.Sprintf(format, args...)}
 }
 
 // opError is the error of one call of the API. Its message is
-// "rbloom: <op>: <cause>", the cause stripped of the "rbloom: " prefixes of
-// the errors it wraps, so that every error reads the same way whichever
-// path found it:
+// "rbloom: <op>: <cause>"; causes are built without the prefix (failf), so
+// that every error reads the same way whichever path found it:
 //
 //	rbloom: test: filter not found: users
 //	rbloom: add: key does not hold an rbloom filter: rbloom:{users} holds another type
@@ -95,14 +128,17 @@ type opError struct {
 }
 
 func (e *opError) Error() string {
-	return "rbloom: " + e.op + ": " + strings.ReplaceAll(e.err.Error(), "rbloom: ", "")
+	if k, ok := e.err.(*kind); ok {
+		return "rbloom: " + e.op + ": " + k.text
+	}
+	return "rbloom: " + e.op + ": " + e.err.Error()
 }
 
 func (e *opError) Unwrap() error { return e.err }
 
-// callError returns err, from a call of op, as an opError. An error reply
-// of one of our scripts becomes its sentinel with the script's detail; an
-// opError is returned as it is.
+// callError returns err, from a call of op, as an opError: the one place
+// where errors are wrapped. An error reply of one of our scripts becomes
+// its sentinel with the script's detail; an opError is returned as it is.
 func callError(op string, err error) error {
 	if _, ok := err.(*opError); ok || err == nil {
 		return err
@@ -117,7 +153,7 @@ func scriptError(err error) error {
 	if errors.As(err, &rerr) {
 		code, detail, _ := strings.Cut(rerr.Error(), " ")
 		if sentinel, ok := scriptErrors[code]; ok {
-			return fmt.Errorf("%w: %s", sentinel, detail)
+			return failf(sentinel, "%s", detail)
 		}
 	}
 	return err
@@ -125,5 +161,5 @@ func scriptError(err error) error {
 
 // anotherType is the error for a key that holds another type than string.
 func anotherType(key string) error {
-	return fmt.Errorf("%w: %s holds another type", ErrNotFilter, key)
+	return failf(ErrNotFilter, "%s holds another type", key)
 }

@@ -40,9 +40,6 @@ const (
 	// maxRoundTripSlots bounds the slots sent in one pipeline, so that a
 	// batch of any size is sent with bounded client memory.
 	maxRoundTripSlots = 256 * maxCallSlots
-	// minRetryKeep is the least time a write call's record is kept (see
-	// retryKeep in records.go).
-	minRetryKeep = time.Minute
 )
 
 // Client is what a filter needs of a Redis client: pipelines, which carry
@@ -91,7 +88,7 @@ func newFilter(rdb Client, name string, mode Mode, o Options) (*filter, error) {
 // filter called name through rdb needs besides its parameters.
 func (o Options) checkHandleOf(rdb Client, name string) error {
 	if rdb == nil {
-		return fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+		return failf(ErrInvalidOptions, "nil Redis client")
 	}
 	if err := checkName(name); err != nil {
 		return err
@@ -136,16 +133,16 @@ func (f *filter) withHeader(h header) *filter {
 // another filter's partition, or that redis-cli users could not type.
 func checkName(name string) error {
 	if name == "" || len(name) > 256 {
-		return fmt.Errorf("%w: name %q: want 1 to 256 bytes", ErrInvalidOptions, name)
+		return failf(ErrInvalidOptions, "name %q: want 1 to 256 bytes", name)
 	}
 	if !printable(name) {
-		return fmt.Errorf("%w: name %q: braces and control characters are not allowed", ErrInvalidOptions, name)
+		return failf(ErrInvalidOptions, "name %q: braces and control characters are not allowed", name)
 	}
 	// The partitions of filter Y are Y and Y/j: a filter named Y/j would
 	// share Y's key, and its Rebuild or Drop would replace or delete
 	// Y's partition.
 	if i := strings.LastIndexByte(name, '/'); i >= 0 && i+1 < len(name) && strings.Trim(name[i+1:], "0123456789") == "" {
-		return fmt.Errorf("%w: name %q ends in /<number>, as the partitions of filter %q are named", ErrInvalidOptions, name, name[:i])
+		return failf(ErrInvalidOptions, "name %q ends in /<number>, as the partitions of filter %q are named", name, name[:i])
 	}
 	return nil
 }

@@ -34,15 +34,6 @@ import (
 // source, so that two versions of rbloom sharing a Redis each call their
 // own: loading one never replaces the other's functions.
 
-// ErrNoFunctions is returned by writes with Options.UseFunctions when the
-// server has no function library of this version of rbloom (it was never
-// installed, or was deleted or flushed), or has no functions at all (Redis
-// before 7.0). A call refused so wrote nothing, and rbloom never falls back
-// to EVAL; on a cluster where only some masters have the library, the
-// calls of a batch that went to the others were applied. An admin installs
-// the library with InstallFunctions or `rbloom functions install`.
-var ErrNoFunctions = errors.New("rbloom: Redis functions not installed")
-
 // library is this version's function library.
 var library = newFunctionLibrary()
 
@@ -108,11 +99,11 @@ func functionError(script *redis.Script, err error) error {
 	msg := rerr.Error()
 	switch {
 	case strings.HasPrefix(msg, "ERR ") && strings.Contains(msg, "Function not found"):
-		return fmt.Errorf("%w: %s is not loaded on this server (%s): an admin must run rbloom.InstallFunctions, "+
+		return failf(ErrNoFunctions, "%s is not loaded on this server (%s): an admin must run rbloom.InstallFunctions, "+
 			"or 'rbloom functions install', on every master; with Options.UseFunctions rbloom never falls back to EVAL",
-			ErrNoFunctions, library.function(script), msg)
+			library.function(script), msg)
 	case strings.HasPrefix(msg, "ERR unknown command") && strings.Contains(strings.ToLower(msg), "fcall"):
-		return fmt.Errorf("%w: the server has no FCALL (%s): Options.UseFunctions needs Redis 7.0 or later", ErrNoFunctions, msg)
+		return failf(ErrNoFunctions, "the server has no FCALL (%s): Options.UseFunctions needs Redis 7.0 or later", msg)
 	}
 	return err
 }
@@ -135,7 +126,7 @@ func FunctionLibrary() string {
 // they survive restarts and failovers. Running it again is harmless, and
 // the libraries of other versions of rbloom are left alone (delete one with
 // FUNCTION DELETE when no process uses it any more).
-func InstallFunctions(ctx context.Context, rdb redis.UniversalClient) error {
+func InstallFunctions(ctx context.Context, rdb Client) error {
 	err := eachServer(ctx, rdb, func(ctx context.Context, c redis.Cmdable, addr string) error {
 		if err := c.FunctionLoadReplace(ctx, library.code).Err(); err != nil {
 			return fmt.Errorf("%s: %w", addr, err)
@@ -143,13 +134,14 @@ func InstallFunctions(ctx context.Context, rdb redis.UniversalClient) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("rbloom: install functions %s: %w", library.name, err)
+		return callError("install functions", fmt.Errorf("%s: %w", library.name, err))
 	}
 	return nil
 }
 
-// FunctionStatus is what FunctionsStatus found on one Redis server.
-type FunctionStatus struct {
+// ServerFunctions is what FunctionsStatus found of rbloom's function
+// libraries on one Redis server.
+type ServerFunctions struct {
 	// Addr is the server's address, as the client knows it.
 	Addr string
 	// Loaded reports whether this version's library, FunctionLibrary(),
@@ -165,15 +157,15 @@ type FunctionStatus struct {
 // this version's function library is loaded, sorted by address. It needs
 // FUNCTION LIST. Writes with Options.UseFunctions work where Loaded is
 // true.
-func FunctionsStatus(ctx context.Context, rdb redis.UniversalClient) ([]FunctionStatus, error) {
+func FunctionsStatus(ctx context.Context, rdb Client) ([]ServerFunctions, error) {
 	var mu sync.Mutex
-	var out []FunctionStatus
+	var out []ServerFunctions
 	err := eachServer(ctx, rdb, func(ctx context.Context, c redis.Cmdable, addr string) error {
 		libs, err := c.FunctionList(ctx, redis.FunctionListQuery{WithCode: true}).Result()
 		if err != nil {
 			return fmt.Errorf("%s: %w", addr, err)
 		}
-		s := FunctionStatus{Addr: addr}
+		s := ServerFunctions{Addr: addr}
 		for _, l := range libs {
 			if strings.HasPrefix(l.Name, "rbloom_") {
 				s.Libraries = append(s.Libraries, l.Name)
@@ -187,26 +179,28 @@ func FunctionsStatus(ctx context.Context, rdb redis.UniversalClient) ([]Function
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("rbloom: functions status: %w", err)
+		return nil, callError("functions status", err)
 	}
-	slices.SortFunc(out, func(a, b FunctionStatus) int { return strings.Compare(a.Addr, b.Addr) })
+	slices.SortFunc(out, func(a, b ServerFunctions) int { return strings.Compare(a.Addr, b.Addr) })
 	return out, nil
 }
 
 // eachServer runs fn with a client of each server and its address: every
 // master of a cluster or every shard of a ring, concurrently, or the one
 // server of any other client.
-func eachServer(ctx context.Context, rdb redis.UniversalClient, fn func(ctx context.Context, c redis.Cmdable, addr string) error) error {
+func eachServer(ctx context.Context, rdb Client, fn func(ctx context.Context, c redis.Cmdable, addr string) error) error {
 	node := func(ctx context.Context, c *redis.Client) error { return fn(ctx, c, c.Options().Addr) }
 	switch c := rdb.(type) {
 	case nil:
-		return fmt.Errorf("%w: nil Redis client", ErrInvalidOptions)
+		return failf(ErrInvalidOptions, "nil Redis client")
 	case *redis.ClusterClient:
 		return c.ForEachMaster(ctx, node)
 	case *redis.Ring:
 		return c.ForEachShard(ctx, node)
 	case *redis.Client:
 		return node(ctx, c)
+	case redis.Cmdable:
+		return fn(ctx, c, "Redis")
 	}
-	return fn(ctx, rdb, "Redis")
+	return failf(ErrInvalidOptions, "%T cannot run FUNCTION commands", rdb)
 }

@@ -225,7 +225,7 @@ func TestFunctionsMissing(t *testing.T) {
 
 	// A server without FCALL (miniredis, Redis 6) says so.
 	mini := miniRedis(t)
-	if err := InstallFunctions(ctx, mini); err == nil || !strings.HasPrefix(err.Error(), "rbloom: install functions ") {
+	if err := InstallFunctions(ctx, mini); err == nil || !strings.HasPrefix(err.Error(), "rbloom: install functions: ") {
 		t.Errorf("InstallFunctions on miniredis: %v, want an rbloom error", err)
 	}
 	for what, write := range writes(mini, "f", o) {
@@ -393,7 +393,7 @@ func TestFunctionsCluster(t *testing.T) {
 	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 	defer admin.Close()
 	before := must(FunctionsStatus(ctx, admin)).on(t)
-	if len(before) != 3 || slices.ContainsFunc(before, func(s FunctionStatus) bool { return s.Loaded }) {
+	if len(before) != 3 || slices.ContainsFunc(before, func(s ServerFunctions) bool { return s.Loaded }) {
 		t.Fatalf("FunctionsStatus before the install = %+v, want 3 masters without the library", before)
 	}
 	must(0, InstallFunctions(ctx, admin)).on(t)

@@ -67,6 +67,11 @@ const (
 	maxStringBytes = 512 << 20
 )
 
+// MaxHashes is the largest number of hash functions a filter may use (the
+// header keeps k in one byte). It is far above what any useful error rate
+// needs (k = 30 gives p near 1e-9).
+const MaxHashes = 64
+
 // Mode is the kind of slots a filter has.
 type Mode byte
 
@@ -143,10 +148,10 @@ func (h header) encode() string {
 // an error wrapping ErrNotFilter.
 func parseHeader(b string) (header, error) {
 	if len(b) < headerSize || b[:len(magic)] != magic {
-		return header{}, fmt.Errorf("%w: no rbloom header", ErrNotFilter)
+		return header{}, failf(ErrNotFilter, "no rbloom header")
 	}
 	if b[6] != formatVersion {
-		return header{}, fmt.Errorf("%w: format version %d, this library reads version %d", ErrNotFilter, b[6], formatVersion)
+		return header{}, failf(ErrNotFilter, "format version %d, this library reads version %d", b[6], formatVersion)
 	}
 	h := header{
 		mode:       Mode(b[7]),
@@ -162,17 +167,17 @@ func parseHeader(b string) (header, error) {
 	}
 	switch {
 	case h.mode != ModeCounting && h.mode != ModeClassic:
-		return header{}, fmt.Errorf("%w: unknown mode %d", ErrNotFilter, b[7])
+		return header{}, failf(ErrNotFilter, "unknown mode %d", b[7])
 	case h.k < 1 || h.k > MaxHashes:
-		return header{}, fmt.Errorf("%w: k = %d outside 1..%d", ErrNotFilter, h.k, MaxHashes)
+		return header{}, failf(ErrNotFilter, "k = %d outside 1..%d", h.k, MaxHashes)
 	case h.m < 1 || h.m > h.mode.maxSlots():
-		return header{}, fmt.Errorf("%w: m = %d outside 1..%d", ErrNotFilter, h.m, h.mode.maxSlots())
+		return header{}, failf(ErrNotFilter, "m = %d outside 1..%d", h.m, h.mode.maxSlots())
 	case b[reservedByte:headerSize] != reservedTail:
 		// The identity must be exactly what encode writes, or Open would
 		// build a filter whose writes are refused as a mismatch.
-		return header{}, fmt.Errorf("%w: reserved header bytes are not zero", ErrNotFilter)
+		return header{}, failf(ErrNotFilter, "reserved header bytes are not zero")
 	case h.partitions < 1 || h.partitions > MaxPartitions || h.index >= h.partitions:
-		return header{}, fmt.Errorf("%w: partition %d of %d", ErrNotFilter, h.index, h.partitions)
+		return header{}, failf(ErrNotFilter, "partition %d of %d", h.index, h.partitions)
 	}
 	return h, nil
 }
@@ -204,7 +209,10 @@ func (h header) withIndex(i int) header {
 
 // notFilter is err, from parseHeader, as the error of the key it read.
 func notFilter(key string, err error) error {
-	return fmt.Errorf("%w: %s: %s", ErrNotFilter, key, strings.TrimPrefix(err.Error(), ErrNotFilter.Error()+": "))
+	if d, ok := err.(*detailed); ok {
+		return failf(ErrNotFilter, "%s: %s", key, d.detail)
+	}
+	return failf(ErrNotFilter, "%s: %v", key, err)
 }
 
 // reservedTail is what header bytes 57-63 must hold.

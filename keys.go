@@ -1,9 +1,5 @@
 package rbloom
 
-import (
-	"fmt"
-)
-
 // The names of every Redis key rbloom uses, with the default prefix
 // "rbloom:" (Options.KeyPrefix). Braces make a hash tag: a partition, its
 // copy and its operation records share one cluster slot, so one script can
@@ -28,10 +24,10 @@ func keyOf(prefix, tag string) string { return prefix + "{" + tag + "}" }
 // checkKeyPrefix rejects key prefixes that would break the hash tag.
 func checkKeyPrefix(prefix string) error {
 	if len(prefix) > 64 {
-		return fmt.Errorf("%w: KeyPrefix %q: want at most 64 bytes", ErrInvalidOptions, prefix)
+		return failf(ErrInvalidOptions, "KeyPrefix %q: want at most 64 bytes", prefix)
 	}
 	if !printable(prefix) {
-		return fmt.Errorf("%w: KeyPrefix %q: braces and control characters are not allowed", ErrInvalidOptions, prefix)
+		return failf(ErrInvalidOptions, "KeyPrefix %q: braces and control characters are not allowed", prefix)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package rbloom
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -58,11 +57,11 @@ func Open(ctx context.Context, rdb Client, name string) (Filter, error) {
 
 func openMode(ctx context.Context, rdb Client, name string, o Options, mode Mode) (*filter, error) {
 	if o.sized() {
-		return nil, callError("open", fmt.Errorf("%w: Capacity, ErrorRate, Slots, Hashes and Partitions come from Redis: leave them zero", ErrInvalidOptions))
+		return nil, callError("open", failf(ErrInvalidOptions, "Capacity, ErrorRate, Slots, Hashes and Partitions come from Redis: leave them zero"))
 	}
 	f, err := open(ctx, rdb, name, o)
 	if err == nil && f.h.mode != mode {
-		err = fmt.Errorf("%w: %s is a %s filter, not %s", ErrParamsMismatch, f.parts[0].key, f.h.mode, mode)
+		err = failf(ErrParamsMismatch, "%s is a %s filter, not %s", f.parts[0].key, f.h.mode, mode)
 	}
 	if err != nil {
 		return nil, callError("open", err)
@@ -89,14 +88,14 @@ func open(ctx context.Context, rdb Client, name string, o Options) (*filter, err
 		return nil, lostRoot(ctx, rdb, prefix, name)
 	}
 	if head.Val() == "" {
-		return nil, fmt.Errorf("%w: %s holds an empty string", ErrNotFilter, key)
+		return nil, failf(ErrNotFilter, "%s holds an empty string", key)
 	}
 	h, err := parseHeader(head.Val())
 	if err != nil {
 		return nil, notFilter(key, err)
 	}
 	if want := shareOf(keySlot(name), int(h.partitions)); int(h.index) != want {
-		return nil, fmt.Errorf("%w: %s holds partition %d, not %d", ErrNotFilter, key, h.index, want)
+		return nil, failf(ErrNotFilter, "%s holds partition %d, not %d", key, h.index, want)
 	}
 	f, err := o.handle(rdb, name, h)
 	if err != nil {
@@ -128,11 +127,10 @@ func lostRoot(ctx context.Context, rdb Client, prefix, name string) error {
 			continue
 		}
 		if partitionKeys(prefix, name, int(h.partitions))[h.index] == keys[i] {
-			return fmt.Errorf("%w: %s: %s is missing, but %s holds partition %d of %d",
-				ErrDamaged, name, keyOf(prefix, name), keys[i], h.index, h.partitions)
+			return failf(ErrDamaged, "%s: %s is missing, but %s holds partition %d of %d", name, keyOf(prefix, name), keys[i], h.index, h.partitions)
 		}
 	}
-	return fmt.Errorf("%w: %s", ErrNotFound, name)
+	return failf(ErrNotFound, "%s", name)
 }
 
 // agree checks that no partition of f holds the header of another filter
@@ -157,8 +155,7 @@ func (f *filter) agree(ctx context.Context) error {
 		case err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE"):
 			return err
 		case strings.HasPrefix(v, magic) && v != f.parts[p].head[:identitySize]:
-			return fmt.Errorf("%w: %s: %s holds another header than %s implies (another filter's or another partition's)",
-				ErrDamaged, f.name, f.parts[p].key, f.parts[root].key)
+			return failf(ErrDamaged, "%s: %s holds another header than %s implies (another filter's or another partition's)", f.name, f.parts[p].key, f.parts[root].key)
 		}
 	}
 	return nil

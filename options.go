@@ -1,14 +1,9 @@
 package rbloom
 
 import (
-	"fmt"
 	"math"
 	"time"
 )
-
-// MaxHashes is the largest number of hash functions a filter may use. It is
-// far above what any useful error rate needs (k = 30 gives p near 1e-9).
-const MaxHashes = 64
 
 // DefaultErrorRate is the false-positive rate used when Options.ErrorRate is 0.
 const DefaultErrorRate = 0.01
@@ -53,7 +48,7 @@ type Options struct {
 	// to MaxPartitions; each item lives in one of them. One key holds at
 	// most 512 MiB (about 2^30 counters or 2^32 bits); on Redis Cluster the
 	// partitions spread over the masters. Default: the smallest P that keeps
-	// every partition within DefaultPartitionBytes (64 MiB). Changing it
+	// every partition within defaultPartitionBytes (64 MiB). Changing it
 	// makes a new filter: the stored one then answers ErrParamsMismatch.
 	Partitions int
 
@@ -125,7 +120,7 @@ type Options struct {
 // checkHandle validates the fields of o that belong to one handle.
 func (o Options) checkHandle() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+		return failf(ErrInvalidOptions, format, args...)
 	}
 	switch {
 	case o.TTL < 0 || (o.TTL > 0 && o.TTL < time.Millisecond):
@@ -141,8 +136,7 @@ func (o Options) checkHandle() error {
 func (o Options) onceSeconds() (uint32, error) {
 	w := o.IDLifetime
 	if w < 0 || w%time.Second != 0 || w > maxOnceSeconds*time.Second {
-		return 0, fmt.Errorf("%w: IDLifetime = %v, want 0 (the default, %v) or whole seconds up to %v",
-			ErrInvalidOptions, w, DefaultIDLifetime, maxOnceSeconds*time.Second)
+		return 0, failf(ErrInvalidOptions, "IDLifetime = %v, want 0 (the default, %v) or whole seconds up to %v", w, DefaultIDLifetime, maxOnceSeconds*time.Second)
 	}
 	if w == DefaultIDLifetime {
 		return 0, nil // so that filters made before it was stored agree
@@ -159,7 +153,7 @@ func (o Options) sized() bool {
 // Error messages name the field at fault.
 func (o Options) resolve(mode Mode) (header, error) {
 	bad := func(format string, args ...any) (header, error) {
-		return header{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+		return header{}, failf(ErrInvalidOptions, format, args...)
 	}
 	if err := o.checkHandle(); err != nil {
 		return header{}, err
@@ -206,7 +200,7 @@ func (o Options) resolve(mode Mode) (header, error) {
 	parts := uint64(o.Partitions)
 	if parts == 0 {
 		bytes := (h.m*mode.width() + 7) / 8
-		parts = max(1, (bytes+DefaultPartitionBytes-1)/DefaultPartitionBytes)
+		parts = max(1, (bytes+defaultPartitionBytes-1)/defaultPartitionBytes)
 		field = "Capacity"
 		if o.Capacity == 0 {
 			field = "Slots"

@@ -21,10 +21,10 @@ import (
 const (
 	// MaxPartitions is the most partitions a filter may have.
 	MaxPartitions = 1024
-	// DefaultPartitionBytes is the size of a partition's string that the
+	// defaultPartitionBytes is the size of a partition's string that the
 	// library does not exceed when it picks the number of partitions itself:
 	// small keys are cheap to replicate, migrate and rewrite.
-	DefaultPartitionBytes = 64 << 20
+	defaultPartitionBytes = 64 << 20
 	clusterSlots          = 16384
 )
 

@@ -76,7 +76,7 @@ func (f *filter) readChunk(ctx context.Context, chunk []string, mins []int64) er
 				return err
 			}
 			if !s.any && f.mustExist {
-				return fmt.Errorf("%w: %s", ErrNotFound, f.name)
+				return failf(ErrNotFound, "%s", f.name)
 			}
 		}
 		if s.exists[r.p] && s.size[r.p] == 0 {
@@ -100,7 +100,7 @@ func (f *filter) readChunk(ctx context.Context, chunk []string, mins []int64) er
 		for c, cmd := range r.slots {
 			vals := cmd.Val()
 			if len(vals) != len(r.answers[c])*f.h.k {
-				return fmt.Errorf("rbloom: BITFIELD_RO answered %d values, want %d", len(vals), len(r.answers[c])*f.h.k)
+				return fmt.Errorf("BITFIELD_RO answered %d values, want %d", len(vals), len(r.answers[c])*f.h.k)
 			}
 			for j, pos := range r.answers[c] {
 				mins[pos] = slices.Min(vals[j*f.h.k : (j+1)*f.h.k])
@@ -192,20 +192,20 @@ func (f *filter) survey(ctx context.Context) (*survey, error) {
 func (f *filter) check(p int, head string, size int64) error {
 	want := f.parts[p]
 	if head == "" {
-		return fmt.Errorf("%w: %s holds an empty string", ErrNotFilter, want.key)
+		return failf(ErrNotFilter, "%s holds an empty string", want.key)
 	}
 	if len(head) < identitySize || head[:identitySize] != want.head[:identitySize] {
 		h, err := parseHeader(head)
 		if err != nil {
 			return notFilter(want.key, err)
 		}
-		return fmt.Errorf("%w: %s is %s, caller wants %s", ErrParamsMismatch, want.key, h.describe(), f.h.withIndex(p).describe())
+		return failf(ErrParamsMismatch, "%s is %s, caller wants %s", want.key, h.describe(), f.h.withIndex(p).describe())
 	}
 	if wantSize := f.h.size(); len(head) < headerSize || size != wantSize {
-		return fmt.Errorf("%w: %s is %d bytes long, want %d", ErrDamaged, want.key, size, wantSize)
+		return failf(ErrDamaged, "%s is %d bytes long, want %d", want.key, size, wantSize)
 	}
 	if head[reservedByte:] != reservedTail {
-		return fmt.Errorf("%w: %s: reserved header bytes are not zero", ErrNotFilter, want.key)
+		return failf(ErrNotFilter, "%s: reserved header bytes are not zero", want.key)
 	}
 	return nil
 }

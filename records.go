@@ -152,6 +152,8 @@ func retryKeep(rdb Client) time.Duration {
 }
 
 const (
+	// minRetryKeep is the least time a write call's record is kept.
+	minRetryKeep = time.Minute
 	// defaultRetryKeep is retryKeep for go-redis's default options: 4 tries
 	// of a 6 s pool wait, 5 dials of 5 s and 0.1 s, a 5 s write and a 5 s
 	// read, and 1 s between tries.

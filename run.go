@@ -124,10 +124,10 @@ func (r replication) check(cmd *redis.IntCmd) error {
 	}
 	n, err := cmd.Result()
 	if err != nil {
-		return fmt.Errorf("rbloom: WAIT: %w", err)
+		return fmt.Errorf("WAIT: %w", err)
 	}
 	if n < int64(r.replicas) {
-		return fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, n, r.replicas, r.timeout)
+		return failf(ErrNotReplicated, "%d of %d replicas acknowledged within %v", n, r.replicas, r.timeout)
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func (b *backoff) next(ctx context.Context) error {
 		b.start, b.pause = time.Now(), 5*time.Millisecond
 	}
 	if time.Since(b.start) > maxRedirectWait {
-		return fmt.Errorf("rbloom: the cluster kept refusing the call for %v", maxRedirectWait)
+		return fmt.Errorf("the cluster kept refusing the call for %v", maxRedirectWait)
 	}
 	select {
 	case <-ctx.Done():

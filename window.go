@@ -3,7 +3,6 @@ package rbloom
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -69,8 +68,16 @@ type WindowOptions struct {
 // Its keys are those of a filter of the same name followed by ":g:" and
 // the bucket's number (Unix time over Bucket).
 func NewWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
+	w, err := newWindow(rdb, name, o)
+	if err != nil {
+		return nil, callError("new window", err)
+	}
+	return w, nil
+}
+
+func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	bad := func(format string, args ...any) (*Window, error) {
-		return nil, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+		return nil, failf(ErrInvalidOptions, format, args...)
 	}
 	switch {
 	case o.EventsPerBucket == 0:
@@ -122,15 +129,15 @@ func (w *Window) TestOrAddMany(ctx context.Context, events []string) ([]bool, er
 // batch gets its first decisions, and adds nothing.
 func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID string) ([]bool, error) {
 	if opID == "" || len(opID) > 256 {
-		return nil, callError("window", fmt.Errorf("%w: operation id %q: want 1 to 256 bytes", ErrInvalidOptions, opID))
+		return nil, callError("window", failf(ErrInvalidOptions, "operation id %q: want 1 to 256 bytes", opID))
 	}
 	return w.testOrAdd(ctx, events, opID)
 }
 
-// Test reports for each event whether it was seen within the window, and
-// adds nothing. It runs no script: one pipeline of BITFIELD_RO per round
+// TestMany reports for each event whether it was seen within the window,
+// and adds nothing. It runs no script: one pipeline of BITFIELD_RO per round
 // trip, one per live generation of each partition it touches.
-func (w *Window) Test(ctx context.Context, events []string) ([]bool, error) {
+func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) {
 	f := w.f
 	out := make([]bool, len(events))
 	b := w.current()

@@ -59,7 +59,7 @@ func TestWindowRemembersForTheSpan(t *testing.T) {
 		// plus a bucket since their first delivery (now 5m59s), they are
 		// forgotten.
 		clk.add(time.Minute)
-		if seen := must(w.Test(ctx, evs[:10])).on(t); slices.Contains(seen, true) {
+		if seen := must(w.TestMany(ctx, evs[:10])).on(t); slices.Contains(seen, true) {
 			t.Errorf("Test past the span: %v, want all forgotten", seen)
 		}
 		forgotten := 0
@@ -116,7 +116,7 @@ func TestWindowFalsePositives(t *testing.T) {
 	clk.add(-time.Minute)
 	fresh := events("never-", 20_000)
 	seen := 0
-	for _, s := range must(w.Test(ctx, fresh)).on(t) {
+	for _, s := range must(w.TestMany(ctx, fresh)).on(t) {
 		if s {
 			seen++
 		}

@@ -63,7 +63,7 @@ func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
 // their ids apart.
 func (f *filter) writeOnce(ctx context.Context, op writeOp, items []string, opID string) ([]bool, error) {
 	if opID == "" || len(opID) > 256 {
-		return nil, callError(op.name, fmt.Errorf("%w: operation id %q: want 1 to 256 bytes", ErrInvalidOptions, opID))
+		return nil, callError(op.name, failf(ErrInvalidOptions, "operation id %q: want 1 to 256 bytes", opID))
 	}
 	op.opID, op.keep = opID, f.idLifetime
 	return f.write(ctx, op, items)
@@ -146,10 +146,10 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 				continue
 			}
 			if op.fill {
-				return fmt.Errorf("%w: %s: the copy vanished (a Drop, or another rebuild took over)", ErrRebuildLost, f.name)
+				return failf(ErrRebuildLost, "%s: the copy vanished (a Drop, or another rebuild took over)", f.name)
 			}
 			if try == 2 {
-				return fmt.Errorf("%w: %s: partitions keep vanishing", ErrDamaged, f.name)
+				return failf(ErrDamaged, "%s: partitions keep vanishing", f.name)
 			}
 			exists, err := f.settle(ctx)
 			switch {
@@ -160,7 +160,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 					return err
 				}
 			case !exists && f.mustExist:
-				return fmt.Errorf("%w: %s", ErrNotFound, f.name)
+				return failf(ErrNotFound, "%s", f.name)
 			case !exists && op.opID != "":
 				// A once remove records its answer, "absent", so that a
 				// replay after the item is added removes nothing: the
@@ -217,7 +217,7 @@ func pack(pl placement, perCall int, seq []int, call func(p, seq int, at []int) 
 // per item.
 func answer(r string, at []int, out []bool) error {
 	if len(r) != len(at) {
-		return fmt.Errorf("rbloom: script answered for %d items, want %d", len(r), len(at))
+		return fmt.Errorf("script answered for %d items, want %d", len(r), len(at))
 	}
 	for j, pos := range at {
 		out[pos] = r[j] == '1'
@@ -309,8 +309,7 @@ func (f *filter) settle(ctx context.Context) (bool, error) {
 		case len(missing) == len(f.parts):
 			return false, nil
 		case try == 1:
-			return false, fmt.Errorf("%w: %s: %d of %d partitions are missing (%s)",
-				ErrDamaged, f.name, len(missing), len(f.parts), strings.Join(missing, " "))
+			return false, failf(ErrDamaged, "%s: %d of %d partitions are missing (%s)", f.name, len(missing), len(f.parts), strings.Join(missing, " "))
 		}
 		select {
 		case <-ctx.Done():
@@ -342,7 +341,7 @@ func (f *filter) create(ctx context.Context) error {
 
 // errVanished is createAll's error when a partition it checks does not
 // exist any more.
-var errVanished = fmt.Errorf("%w: a partition vanished", ErrDamaged)
+var errVanished = failf(ErrDamaged, "a partition vanished")
 
 // createAll adds no items to every partition. With mayCreate, that creates
 // them, so that the partitions of a filter exist (and expire) together and

@@ -54,7 +54,7 @@ func TestFunctionsCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rb(t, "redis://app:pw@"+addr, "", "functions", "install").fails(t, "functions install: install functions "+lib+": "+addr+": NOPERM")
+	rb(t, "redis://app:pw@"+addr, "", "functions", "install").fails(t, "functions install: install functions: "+lib+": "+addr+": NOPERM")
 }
 
 // libraryCode returns the code of this version's library, as loaded.

@@ -96,7 +96,7 @@ func runAudit(ctx context.Context, rdb redis.UniversalClient, k keys, w *rbloom.
 	}
 	slices.Sort(uncounted)
 	a.Uncounted = len(uncounted)
-	held, err := w.Test(ctx, uncounted)
+	held, err := w.TestMany(ctx, uncounted)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
