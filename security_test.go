@@ -276,10 +276,13 @@ func TestLeastPrivilegeACL(t *testing.T) {
 		{"EVAL", "return redis.call('SET', 'secret', 'x')", 1, "rbloom:x"},
 		{"EVAL", "return redis.call('KEYS', '*')", 0},
 	} {
-		// Refusals from inside a script are ERR, not NOPERM, in Redis 7.0.
+		// Refusals from inside a script are ERR, not NOPERM: "ERR The user
+		// executing the script can't ..." in Redis 7.0, "ERR ACL failure in
+		// script: ..." in Valkey 8.0 and Redis 8.0.
 		err := app.Do(ctx, cmd...).Err()
 		if err == nil || !strings.HasPrefix(err.Error(), "NOPERM ") &&
-			!strings.HasPrefix(err.Error(), "ERR The user executing the script can't") {
+			!strings.HasPrefix(err.Error(), "ERR The user executing the script can't") &&
+			!strings.HasPrefix(err.Error(), "ERR ACL failure in script: ") {
 			t.Errorf("%q as %s: %v, want an ACL refusal", cmd, aclUser, err)
 		}
 	}

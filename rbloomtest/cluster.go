@@ -90,9 +90,10 @@ func startCluster(t testing.TB, bin, dir string, masters, attempt int, extra []s
 		}
 	}
 	c = &Cluster{}
+	cl := c // c is nil after a failed return
 	defer func() {
 		if err != nil {
-			c.close()
+			cl.close()
 			stopAll()
 		}
 	}()

@@ -3,23 +3,29 @@ package bench
 import (
 	"context"
 	"fmt"
-	"image/color"
-	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // The chart shows what batching buys: throughput against the number of
 // items per call (library) or per pipeline flush (limits), for adds and
-// tests, each beside its limit at the same batch size.
+// tests, each beside its limit at the same batch size. This package only
+// measures it; Config.Draw draws it, so that a program that runs the
+// benchmark without a chart (cmd/rbloom) links no plotting library.
+
+// Chart is what Run measured for the chart, handed to Config.Draw.
+type Chart struct {
+	Title  string       // names the server and k
+	Series [4]string    // the lines: adds, their limit, tests, their limit
+	Points []ChartPoint // by batch size, smallest first
+}
+
+// ChartPoint is the throughput of every series at one batch size.
+type ChartPoint struct {
+	Batch int
+	Label string     // Batch as the report writes it ("1,000")
+	Rates [4]float64 // items per second, in the order of Chart.Series
+}
 
 // series are the lines of the chart, in the order a point measures them:
 // an add before the test that reads it.
@@ -104,99 +110,14 @@ func names(prefix string, lo, hi int) []string {
 	return items
 }
 
-// drawChart writes the chart of points as a PNG to path, making its
-// directory if needed.
-func (b *bench) drawChart(path string, points []point) error {
-	if len(points) == 0 {
-		return fmt.Errorf("no batch sizes to draw")
+// chart returns the chart of points.
+func (b *bench) chart(points []point) Chart {
+	c := Chart{
+		Title:  fmt.Sprintf("rbloom throughput by batch size (Redis %s, one connection, k = %d)", b.version, b.k),
+		Series: series,
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("rbloom throughput by batch size (Redis %s, one connection, k = %d)", b.version, b.k)
-	p.X.Label.Text = "items per call (library) or per pipeline flush (limit)"
-	p.Y.Label.Text = "items per second"
-	// x is log10 of the batch size on a linear axis, labelled with the
-	// sizes: plot.LogScale would place the axis label off centre.
-	x := func(batch int) float64 { return math.Log10(float64(batch)) }
-	var ticks []plot.Tick
-	for _, pt := range points {
-		ticks = append(ticks, plot.Tick{Value: x(pt.batch), Label: count(pt.batch)})
+	for _, p := range points {
+		c.Points = append(c.Points, ChartPoint{Batch: p.batch, Label: count(p.batch), Rates: p.rates})
 	}
-	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.X.Min = x(points[0].batch) - 0.2
-	p.X.Max = x(points[len(points)-1].batch) + 0.2
-	p.Y.Min = 0
-	p.Y.Tick.Marker = kiloTicks{}
-	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = true, true
-
-	adds := color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
-	tests := color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
-	for i, name := range series {
-		xys := make(plotter.XYs, len(points))
-		for j, pt := range points {
-			xys[j] = plotter.XY{X: x(pt.batch), Y: pt.rates[i]}
-			p.Y.Max = max(p.Y.Max, pt.rates[i]*1.15)
-		}
-		line, dots, err := plotter.NewLinePoints(xys)
-		if err != nil {
-			return err
-		}
-		c := adds
-		if i >= 2 {
-			c = tests
-		}
-		line.Color, dots.Color = c, c
-		line.Width = vg.Points(2)
-		dots.Shape = draw.CircleGlyph{}
-		if i%2 == 1 { // the limits: dashed, hollow points
-			line.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
-			dots.Shape = draw.RingGlyph{}
-		}
-		p.Add(line, dots)
-		p.Legend.Add(name, line, dots)
-	}
-
-	img := vgimg.New(9*vg.Inch, 5.5*vg.Inch)
-	margin := vg.Points(8)
-	p.Draw(draw.Crop(draw.New(img), margin, -2*margin, margin, -margin))
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// kiloTicks are about six ticks at round numbers, labelled in thousands:
-// "150k".
-type kiloTicks struct{}
-
-func (kiloTicks) Ticks(lo, hi float64) []plot.Tick {
-	if !(hi > lo) {
-		return nil
-	}
-	decade := math.Pow(10, math.Floor(math.Log10((hi-lo)/6)))
-	var step float64
-	for _, f := range []float64{1, 2, 5, 10} {
-		if step = decade * f; (hi-lo)/step <= 6 {
-			break
-		}
-	}
-	var ticks []plot.Tick
-	for v := math.Ceil(lo/step) * step; v <= hi && len(ticks) < 100; v += step {
-		label := "0"
-		if v != 0 {
-			label = strconv.FormatFloat(v/1000, 'f', -1, 64) + "k"
-		}
-		ticks = append(ticks, plot.Tick{Value: v, Label: label})
-	}
-	return ticks
+	return c
 }

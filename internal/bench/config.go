@@ -67,9 +67,14 @@ type Config struct {
 	// with distinct ids. Default 20,000 (quick: 500).
 	Records int
 
-	// Chart, when not empty, is the path of a PNG chart of throughput
-	// against batch size. Default: no chart.
+	// Chart, when not empty, is the path of a chart of throughput against
+	// batch size, which Draw writes. Default: no chart.
 	Chart string
+
+	// Draw writes the chart to the path Chart names; it must be set when
+	// Chart is. This package draws nothing itself: internal/bench/chart,
+	// a command of its own, draws a PNG with gonum/plot.
+	Draw func(path string, c Chart) error
 
 	// ChartItems bounds the items measured at each point of the chart.
 	// Default 100,000 (quick: 1,000).
@@ -92,8 +97,9 @@ type Config struct {
 }
 
 // RegisterFlags defines flags on fs that set the fields of c, with the
-// field names in lower case ("-n", "-batch", "-chart", ...). Flags left
-// unset keep the field's zero value, which means its default.
+// field names in lower case ("-n", "-batch", ...), but for the chart's
+// (RegisterChartFlags). Flags left unset keep the field's zero value,
+// which means its default.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", c.Addr, "Redis `host:port` on the loopback interface")
 	fs.IntVar(&c.N, "n", c.N, "items of each bulk row (default 1000000; 5000 with -quick)")
@@ -106,10 +112,15 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Goroutines, "goroutines", c.Goroutines, "goroutines of the concurrent Add row (default 8)")
 	fs.IntVar(&c.WindowGens, "window-gens", c.WindowGens, "past generations of the window row, each filled with n events first (default 4)")
 	fs.IntVar(&c.Records, "records", c.Records, "Add and AddOnce calls whose operation records are measured (default 20000; 500 with -quick)")
-	fs.StringVar(&c.Chart, "chart", c.Chart, "write a PNG chart of throughput against batch size to `path`")
-	fs.IntVar(&c.ChartItems, "chart-items", c.ChartItems, "most items per point of the chart (default 100000; 1000 with -quick)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run (default 15m; 1m with -quick)")
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "small sizes: a few seconds, to check that the benchmark works")
+}
+
+// RegisterChartFlags defines -chart and -chart-items on fs, for a program
+// that sets Draw.
+func (c *Config) RegisterChartFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Chart, "chart", c.Chart, "write a PNG chart of throughput against batch size to `path`")
+	fs.IntVar(&c.ChartItems, "chart-items", c.ChartItems, "most items per point of the chart (default 100000; 1000 with -quick)")
 }
 
 // withDefaults returns c with every zero field set to its default.
@@ -177,6 +188,9 @@ func (c Config) check() error {
 		if b < 1 {
 			return fmt.Errorf("bench: ChartBatches holds %d: want sizes of at least 1", b)
 		}
+	}
+	if c.Chart != "" && c.Draw == nil {
+		return errors.New("bench: Chart is set but Draw is nil: this program draws no charts (go run ./internal/bench/chart does)")
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("bench: Timeout = %v: want a positive duration", c.Timeout)

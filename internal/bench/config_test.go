@@ -50,6 +50,7 @@ func TestRunRefuses(t *testing.T) {
 		{"Rounds", Config{Addr: "127.0.0.1:1", Rounds: -2}, "Rounds = -2"},
 		{"ChartBatches", Config{Addr: "127.0.0.1:1", ChartBatches: []int{10, 0}}, "ChartBatches"},
 		{"Timeout", Config{Addr: "127.0.0.1:1", Timeout: -time.Second}, "Timeout"},
+		{"Chart without Draw", Config{Addr: "127.0.0.1:1", Chart: "x.png"}, "Draw is nil"},
 		{"WindowGens", Config{Addr: "127.0.0.1:1", WindowGens: 101}, "WindowGens = 101"},
 		{"Records", Config{Addr: "127.0.0.1:1", Records: -1}, "Records = -1"},
 	} {
@@ -80,6 +81,10 @@ func TestRegisterFlags(t *testing.T) {
 	var c Config
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	c.RegisterFlags(fs)
+	if fs.Lookup("chart") != nil {
+		t.Error("RegisterFlags defines -chart: a program without Draw would offer it")
+	}
+	c.RegisterChartFlags(fs)
 	err := fs.Parse([]string{"-addr", "127.0.0.1:7000", "-n", "10", "-p", "0.001", "-batch", "5",
 		"-rounds", "2", "-chart", "x.png", "-quick", "-timeout", "30s", "-window-gens", "2", "-records", "100"})
 	if err != nil {

@@ -30,8 +30,9 @@
 // and of operation records (used_memory and DBSIZE growth over single Add
 // and AddOnce calls, measured before the rows), the server's time for the
 // library's calls and the slowest of them (INFO commandstats and
-// latencystats, SLOWLOG), and a chart of throughput against batch size
-// (gonum/plot), when a path is given for it.
+// latencystats, SLOWLOG), and the figures of a chart of throughput against
+// batch size, when a path is given for it (Config.Chart; the command in
+// ./chart draws it with gonum/plot, which this package does not import).
 //
 // The benchmark runs only against a Redis on the loopback interface. It
 // writes keys named rbloom-bench:* and rbloom:{rbloom-bench-*}, deletes them

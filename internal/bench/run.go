@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 		if points, err = b.sweep(ctx); err != nil {
 			return err
 		}
-		if err := b.drawChart(cfg.Chart, points); err != nil {
+		if err := cfg.Draw(cfg.Chart, b.chart(points)); err != nil {
 			return fmt.Errorf("bench: chart: %w", err)
 		}
 	}
