@@ -43,6 +43,9 @@ var aclCommands = []string{
 	"+set",          // rebuild.lua: take the lease
 	"+persist",      // rebuild.lua: a switched partition keeps having no TTL
 	"+info",         // Info: the server's maxmemory-policy (INFO memory)
+	"+hmget",        // windows: which generations were created (window.lua, TestMany)
+	"+hkeys",        // window.lua: the generations its settings still list
+	"+hdel",         // window.lua: forget generations older than the window
 }
 
 const aclUser, aclPassword = "rbloom", "acl-pw-7Tq2"
@@ -159,6 +162,24 @@ func exerciseWith(ctx context.Context, rdb redis.UniversalClient, name string, u
 	stop := errors.New("stop")
 	if err := c.Rebuild(ctx, func(func([]string) error) error { return stop }); !errors.Is(err, stop) {
 		return fmt.Errorf("aborted Rebuild: %v, want the fill's error", err)
+	}
+	// A window, across buckets far enough apart that its settings forget
+	// the first bucket's generation.
+	now := time.UnixMilli(1_700_000_000_000)
+	w, err := NewWindow(rdb, name+"-window", WindowOptions{EventsPerBucket: 100, Bucket: time.Minute, Span: 2 * time.Minute,
+		Partitions: 2, UseFunctions: useFunctions, Now: func() time.Time { return now }})
+	if err != nil {
+		return err
+	}
+	if seen, err := w.TestOrAddManyOnce(ctx, items[:20], "window-batch"); err != nil || slices.Contains(seen, true) {
+		return fmt.Errorf("Window.TestOrAddManyOnce = %v, %v", seen, err)
+	}
+	if seen, err := w.TestMany(ctx, items[:20]); err != nil || slices.Contains(seen, false) {
+		return fmt.Errorf("Window.TestMany = %v, %v", seen, err)
+	}
+	now = now.Add(10 * time.Minute)
+	if seen, err := w.TestOrAdd(ctx, items[0]); err != nil || seen {
+		return fmt.Errorf("Window.TestOrAdd ten minutes later = %v, %v", seen, err)
 	}
 	opened, err := Open(ctx, rdb, name)
 	if err != nil {

@@ -3,6 +3,7 @@ package rbloom
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -33,6 +34,10 @@ type Window struct {
 	// own, and a clock a bucket ahead may create it a bucket early.
 	ttl time.Duration
 	now func() time.Time
+	// settings are what window.lua compares with the settings stored in
+	// each partition's slot: the header of partition p's generations, then
+	// the bucket and span, for partition p at settings[p].
+	settings []string
 }
 
 // WindowOptions size a Window. EventsPerBucket, Bucket and Span are
@@ -82,8 +87,8 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	switch {
 	case o.EventsPerBucket == 0:
 		return bad("EventsPerBucket is 0")
-	case o.Bucket < time.Millisecond:
-		return bad("Bucket = %v, want at least 1ms", o.Bucket)
+	case o.Bucket < time.Millisecond || o.Bucket%time.Millisecond != 0:
+		return bad("Bucket = %v, want whole milliseconds, at least 1ms", o.Bucket)
 	case o.Span < o.Bucket || o.Span/o.Bucket > 10_000:
 		return bad("Span = %v, want 1 to 10,000 buckets of %v", o.Span, o.Bucket)
 	case math.IsNaN(o.ErrorRate) || o.ErrorRate < 0 || o.ErrorRate >= 1:
@@ -96,6 +101,10 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	perGen := -math.Expm1(math.Log1p(-p) / float64(gens+1))
 	fo := Options{Capacity: o.EventsPerBucket, ErrorRate: perGen, Partitions: o.Partitions,
 		KeyPrefix: o.KeyPrefix, IDLifetime: o.IDLifetime, UseFunctions: o.UseFunctions}
+	if need := OptimalSlots(o.EventsPerBucket, perGen); need > ModeClassic.maxSlots()*MaxPartitions {
+		return bad("EventsPerBucket = %d needs %d bits a generation at this ErrorRate and Span, more than %d partitions hold",
+			o.EventsPerBucket, need, MaxPartitions)
+	}
 	h, err := fo.resolve(ModeClassic)
 	if err != nil {
 		return nil, err
@@ -109,7 +118,16 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	if w.now == nil {
 		w.now = time.Now
 	}
+	for _, part := range f.parts {
+		w.settings = append(w.settings, fmt.Sprintf("%sbucket=%dms;span=%dms", part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
+	}
 	return w, nil
+}
+
+// settingsKey is the key of the window's settings in partition p's slot:
+// what the window is (window.lua), and which generations were created.
+func (w *Window) settingsKey(p int) string {
+	return w.f.parts[p].key + ":window"
 }
 
 // TestOrAdd reports whether event was seen within the window and, if not,
@@ -151,7 +169,29 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 			gens []*redis.IntSliceCmd // one per live generation
 		}
 		var reads []read
+		type check struct {
+			p        int
+			settings *redis.SliceCmd    // 's', then whether each generation was created
+			heads    []*redis.StringCmd // each generation's header
+			sizes    []*redis.IntCmd
+		}
+		var checks []check
 		for p, group := range pl.groups {
+			if len(group) == 0 {
+				continue
+			}
+			// Each generation read is checked as window.lua checks it: a
+			// missing one that was created is damage, not "not seen".
+			c := check{p: p}
+			fields := []string{"s"}
+			for g := b - int64(w.gens); g <= b+1; g++ {
+				fields = append(fields, strconv.FormatInt(g, 10))
+				key := w.generation(p, g)
+				c.heads = append(c.heads, pipe.GetRange(ctx, key, 0, headerSize-1))
+				c.sizes = append(c.sizes, pipe.StrLen(ctx, key))
+			}
+			c.settings = pipe.HMGet(ctx, w.settingsKey(p), fields...)
+			checks = append(checks, c)
 			for a, z := range spans(len(group), perCall) {
 				r := read{at: group[a:z]}
 				for g := b - int64(w.gens); g <= b+1; g++ {
@@ -165,6 +205,23 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, callError("window test", err)
+		}
+		for _, c := range checks {
+			vals := c.settings.Val()
+			if s, ok := vals[0].(string); ok && s != w.settings[c.p] {
+				return nil, callError("window test", failf(ErrParamsMismatch, "%s holds other settings than this handle's", w.settingsKey(c.p)))
+			}
+			for g, head := range c.heads {
+				key := w.generation(c.p, b-int64(w.gens)+int64(g))
+				switch {
+				case head.Val() != "":
+					if err := f.check(c.p, head.Val(), c.sizes[g].Val()); err != nil {
+						return nil, callError("window test", fmt.Errorf("%s: %w", key, err))
+					}
+				case vals[g+1] != nil:
+					return nil, callError("window test", failf(ErrDamaged, "%s was created and is gone: its events cannot be told from new ones", key))
+				}
+			}
 		}
 		for _, r := range reads {
 			for _, cmd := range r.gens {
@@ -216,22 +273,64 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 				keys = append(keys, w.generation(p, g))
 			}
 			rec := f.record("window", opID, p, seq, chunk, at, keep)
+			keys = append(keys, w.settingsKey(p))
 			keys = append(keys, rec.keys...)
-			args := make([]any, 0, 5+len(at)*f.h.k)
-			args = append(args, f.parts[p].head, ttl, strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag)
+			args := make([]any, 0, 7+len(at)*f.h.k)
+			args = append(args, f.parts[p].head, ttl, strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.settings[p], "0")
 			return scriptCall{keys: keys, args: f.offsetArgs(args, pl, at)}
 		})
-		replies, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl)
-		if err != nil {
-			return nil, callError("window", err)
-		}
-		for c, r := range replies {
-			if err := answer(r, answers[c], out[lo:]); err != nil {
+		// A call answers '?' when the current generation is missing: the
+		// generations of a bucket are created in every partition together,
+		// so that one lost later is told from one never written, and the
+		// calls go again.
+		for try := 0; len(calls) > 0; try++ {
+			replies, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl)
+			if err != nil {
 				return nil, callError("window", err)
 			}
+			var again []scriptCall
+			var againAt [][]int
+			for c, r := range replies {
+				if r == "?" {
+					again, againAt = append(again, calls[c]), append(againAt, answers[c])
+					continue
+				}
+				if err := answer(r, answers[c], out[lo:]); err != nil {
+					return nil, callError("window", err)
+				}
+			}
+			if len(again) > 0 {
+				if try == 2 {
+					return nil, callError("window", failf(ErrDamaged, "%s: the generation of bucket %d keeps vanishing", f.name, b))
+				}
+				if err := w.createGeneration(ctx, b, ttl); err != nil {
+					return nil, callError("window", err)
+				}
+			}
+			calls, answers = again, againAt
 		}
 	}
 	return out, nil
+}
+
+// createGeneration creates the generation of bucket b in every partition
+// that does not have it yet: window.lua calls with no event that may
+// create.
+func (w *Window) createGeneration(ctx context.Context, b int64, ttl string) error {
+	f := w.f
+	calls := make([]scriptCall, len(f.parts))
+	for p := range f.parts {
+		keys := []string{w.generation(p, b), w.generation(p, b+1)}
+		for g := b - 1; g >= b-int64(w.gens); g-- {
+			keys = append(keys, w.generation(p, g))
+		}
+		rec := f.record("window", "", p, 0, nil, nil, f.retryKeep)
+		keys = append(keys, w.settingsKey(p))
+		keys = append(keys, rec.keys...)
+		calls[p] = scriptCall{keys: keys, args: []any{f.parts[p].head, ttl, strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.settings[p], "1"}}
+	}
+	_, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl)
+	return err
 }
 
 // WindowInfo describes a window's live generations as stored in Redis.

@@ -1,0 +1,190 @@
+package rbloom
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A window keeps a filter's guarantees: its settings are stored, its
+// generations are created in every partition together, and a generation
+// that vanished or changed is an error, never a held event answered new.
+
+// TestWindowSettingsStored: a handle that disagrees with the stored window
+// on any setting gets ErrParamsMismatch from every method, even once every
+// generation it would read has expired (before, a handle with other
+// Partitions or EventsPerBucket was refused only where a generation still
+// existed, and one with another IDLifetime applied a batch id twice).
+func TestWindowSettingsStored(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		clk := newClock(time.UnixMilli(1_000_000_000_000))
+		base := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2, Now: clk.now}
+		w := must(NewWindow(rdb, "stored", base)).on(t)
+		must(w.TestOrAddManyOnce(ctx, events("e", 50), "batch")).on(t)
+		clk.add(time.Hour) // every generation it wrote is out of the window
+		for name, change := range map[string]func(*WindowOptions){
+			"Partitions":      func(o *WindowOptions) { o.Partitions = 3 },
+			"EventsPerBucket": func(o *WindowOptions) { o.EventsPerBucket = 2000 },
+			"ErrorRate":       func(o *WindowOptions) { o.ErrorRate = 0.001 },
+			"IDLifetime":      func(o *WindowOptions) { o.IDLifetime = 2 * time.Hour },
+			"Bucket":          func(o *WindowOptions) { o.Bucket = 30 * time.Second },
+			"Span":            func(o *WindowOptions) { o.Span = 10 * time.Minute },
+		} {
+			o := base
+			change(&o)
+			other := must(NewWindow(rdb, "stored", o)).on(t)
+			before := dump(t, rdb)
+			for method, call := range map[string]func() error{
+				"TestOrAdd":         func() error { _, err := other.TestOrAdd(ctx, "x"); return err },
+				"TestOrAddManyOnce": func() error { _, err := other.TestOrAddManyOnce(ctx, events("e", 50), "batch"); return err },
+				"TestMany":          func() error { _, err := other.TestMany(ctx, events("e", 50)); return err },
+			} {
+				if err := call(); !errors.Is(err, ErrParamsMismatch) {
+					t.Errorf("another %s, %s: %v, want ErrParamsMismatch", name, method, err)
+				}
+			}
+			if after := dump(t, rdb); len(after) != len(before) {
+				t.Errorf("another %s: refused calls changed Redis", name)
+			}
+		}
+		if _, err := w.TestOrAdd(ctx, "y"); err != nil {
+			t.Errorf("the window's own handle: %v", err)
+		}
+	})
+}
+
+// TestWindowDamage is the damage matrix for windows: each generation a
+// call reads (the current, the next, a past one), each way its key can
+// vanish or change, each method. An event the window holds is never
+// answered new (TestOrAdd*) or not seen (TestMany): the call answers seen,
+// or fails. Before, Window.Test read a truncated generation as zeros, and
+// a lost partition of a generation looked never written.
+func TestWindowDamage(t *testing.T) {
+	rdb := realRedis(t)
+	ways := map[string]func(key string){
+		"deleted":    func(key string) { rdb.Del(ctx, key) },
+		"expired":    func(key string) { rdb.PExpire(ctx, key, time.Millisecond); time.Sleep(5 * time.Millisecond) },
+		"truncated":  func(key string) { v := rdb.Get(ctx, key).Val(); rdb.Set(ctx, key, v[:len(v)/2], 0) },
+		"zeroed":     func(key string) { rdb.Set(ctx, key, strings.Repeat("\x00", len(rdb.Get(ctx, key).Val())), 0) },
+		"other type": func(key string) { rdb.Del(ctx, key); rdb.RPush(ctx, key, "x") },
+		"other filter": func(key string) {
+			v := []byte(rdb.Get(ctx, key).Val())
+			v[8]++ // another k
+			rdb.Set(ctx, key, v, 0)
+		},
+	}
+	for _, gen := range []int64{0, 1, -2} { // current, next, a past one
+		for way, damage := range ways {
+			for _, method := range []string{"TestOrAdd", "TestOrAddMany", "TestOrAddManyOnce", "TestMany"} {
+				rdb.FlushAll(ctx)
+				clk := newClock(time.UnixMilli(1_000_000_000_000))
+				w := must(NewWindow(rdb, "damaged", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2, Now: clk.now})).on(t)
+				// Events held in generation b+gen: its clock then, and now b.
+				clk.add(time.Duration(gen) * time.Minute)
+				held := events("held", 40)
+				must(w.TestOrAddMany(ctx, held)).on(t)
+				clk.add(-time.Duration(gen) * time.Minute)
+				must(w.TestOrAdd(ctx, "now")).on(t) // the current generation exists
+				b := w.current() + gen
+				for p := range w.f.parts {
+					damage(w.generation(p, b))
+				}
+				var got []bool
+				var err error
+				switch method {
+				case "TestOrAdd":
+					var seen bool
+					seen, err = w.TestOrAdd(ctx, held[0])
+					got = []bool{seen}
+				case "TestOrAddMany":
+					got, err = w.TestOrAddMany(ctx, held)
+				case "TestOrAddManyOnce":
+					got, err = w.TestOrAddManyOnce(ctx, held, "batch")
+				case "TestMany":
+					got, err = w.TestMany(ctx, held)
+				}
+				if err != nil {
+					continue // refused: an error, not an answer
+				}
+				for i, seen := range got {
+					if !seen {
+						t.Errorf("generation %+d %s, %s: held %q answered new (not seen), no error", gen, way, method, held[i])
+						break
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestWindowGenerationsTogether: the first call in a bucket creates its
+// generation in every partition, so that one lost later is known lost.
+func TestWindowGenerationsTogether(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		w := must(NewWindow(rdb, "together", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 4})).on(t)
+		must(w.TestOrAdd(ctx, "one event")).on(t)
+		b := w.current()
+		for p := range w.f.parts {
+			if rdb.Exists(ctx, w.generation(p, b)).Val() != 1 {
+				t.Errorf("partition %d has no generation of bucket %d after the first event", p, b)
+			}
+		}
+	})
+}
+
+// TestWindowUpgrade: a window written by a version that stored no settings
+// (its generations exist, its settings key does not) answers every event
+// it holds as seen, and from then on keeps settings.
+func TestWindowUpgrade(t *testing.T) {
+	rdb := realRedis(t)
+	w := must(NewWindow(rdb, "upgraded", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2})).on(t)
+	held := events("held", 100)
+	must(w.TestOrAddMany(ctx, held)).on(t)
+	for p := range w.f.parts {
+		rdb.Del(ctx, w.settingsKey(p))
+	}
+	for i, seen := range must(w.TestOrAddMany(ctx, held)).on(t) {
+		if !seen {
+			t.Fatalf("%q, held before the upgrade, answered new", held[i])
+		}
+	}
+	for p := range w.f.parts {
+		if rdb.HGet(ctx, w.settingsKey(p), "s").Val() != w.settings[p] {
+			t.Errorf("partition %d: no settings kept after the upgrade", p)
+		}
+	}
+}
+
+// TestWindowOptionsRefused: every out-of-range WindowOptions value is
+// ErrInvalidOptions at NewWindow, naming the field.
+func TestWindowOptionsRefused(t *testing.T) {
+	rdb := miniRedis(t)
+	ok := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: time.Hour}
+	for field, change := range map[string]func(*WindowOptions){
+		"EventsPerBucket": func(o *WindowOptions) { o.EventsPerBucket = 0 },
+		"Bucket":          func(o *WindowOptions) { o.Bucket = 1500 * time.Microsecond },
+		"Span":            func(o *WindowOptions) { o.Span = 30 * time.Second },
+		"ErrorRate":       func(o *WindowOptions) { o.ErrorRate = 1 },
+		"Partitions":      func(o *WindowOptions) { o.Partitions = MaxPartitions + 1 },
+		"KeyPrefix":       func(o *WindowOptions) { o.KeyPrefix = "{x}" },
+		"IDLifetime":      func(o *WindowOptions) { o.IDLifetime = 1500 * time.Millisecond },
+	} {
+		o := ok
+		change(&o)
+		_, err := NewWindow(rdb, "w", o)
+		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s out of range: %v, want ErrInvalidOptions naming %s", field, err, field)
+		}
+	}
+	o := ok
+	o.EventsPerBucket = 1 << 40
+	if _, err := NewWindow(rdb, "w", o); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "EventsPerBucket") {
+		t.Errorf("EventsPerBucket too large: %v, want ErrInvalidOptions naming EventsPerBucket", err)
+	}
+}
+
+var _ = fmt.Sprint
