@@ -52,6 +52,16 @@ func (s *sizing) given() (bool, error) {
 	return sized, nil
 }
 
+// resized returns the sizing the flags give a resize: the error rate, when
+// not given with -m and -k, is left to derive from them, as for filter.
+func (s *sizing) resized() rbloom.Options {
+	o := s.opts
+	if !s.fs.Changed("error-rate") && (o.Slots != 0 || o.Hashes != 0) {
+		o.ErrorRate = 0
+	}
+	return o
+}
+
 // filter returns the filter that the flags describe.
 func (s *sizing) filter(c *cli, name string) (rbloom.Filter, error) {
 	o := s.opts
@@ -238,10 +248,23 @@ func printInfo(c *cli, in *rbloom.Info) {
 		{"slots in use", fmt.Sprintf("%d of %d non-zero (%s), %d saturated at 15",
 			in.NonZero, in.Slots, percent(float64(in.NonZero)/float64(max(1, in.Slots))), in.Saturated)},
 		{"damaged", strconv.FormatBool(in.Damaged)},
+		{"eviction", evictionRow(in)},
 	} {
 		fmt.Fprintf(c.out, "%-15s %s\n", row[0]+":", row[1])
 	}
 	warnOverfull(c, in)
+	warnEviction(c, in)
+}
+
+// evictionRow says what the server's maxmemory-policy means for the filter.
+func evictionRow(in *rbloom.Info) string {
+	switch {
+	case in.EvictionPolicy == "":
+		return "unknown (the server does not report its maxmemory-policy)"
+	case in.Evicts():
+		return in.EvictionPolicy + ": records or partitions may be evicted"
+	}
+	return in.EvictionPolicy + ": never evicted"
 }
 
 // warnOverfull prints to stderr, when the filter holds more than it was
@@ -250,8 +273,18 @@ func warnOverfull(c *cli, in *rbloom.Info) {
 	if !in.Overfull() {
 		return
 	}
-	fmt.Fprintf(c.stderr, "rbloom: warning: %s holds %d items for a capacity of %d (%.1fx); its false-positive rate is %s against a target of %s: create a bigger filter (rbloom create NEW --capacity %d) and load it\n",
-		in.Name, in.Items, in.Capacity, in.Fill, percent(in.MeasuredFalsePositiveRate), percent(in.ErrorRate), max(2*in.Items, 1000))
+	fmt.Fprintf(c.stderr, "rbloom: warning: %s holds %d items for a capacity of %d (%.1fx); its false-positive rate is %s against a target of %s: resize it without stopping it (rbloom rebuild %s ITEMS-FILE --capacity %d)\n",
+		in.Name, in.Items, in.Capacity, in.Fill, percent(in.MeasuredFalsePositiveRate), percent(in.ErrorRate), in.Name, max(2*in.Items, 1000))
+}
+
+// warnEviction prints to stderr, when the server may evict keys, what
+// that risks.
+func warnEviction(c *cli, in *rbloom.Info) {
+	if !in.Evicts() {
+		return
+	}
+	fmt.Fprintf(c.stderr, "rbloom: warning: the server's maxmemory-policy is %s: it may evict the filter's operation records (a replayed id would then apply twice) or its partitions; set maxmemory-policy noeviction\n",
+		in.EvictionPolicy)
 }
 
 // partitions sums up the filter's keys: one of them would do to find it

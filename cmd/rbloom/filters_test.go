@@ -61,6 +61,7 @@ func TestInfo(t *testing.T) {
 		"error rate now: 1.55e-25% expected from the items, 1.56e-25% measured from the slots",
 		"slots in use:   30 of 14378 non-zero (0.209%), 0 saturated at 15",
 		"damaged:        false",
+		"eviction:       unknown (the server does not report its maxmemory-policy)",
 		"",
 	}, "\n"))
 

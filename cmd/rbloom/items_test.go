@@ -81,6 +81,7 @@ func TestAddCreatesWithSizing(t *testing.T) {
 		"error rate now: 2.69e-06% expected from the items, 2.7e-06% measured from the slots",
 		"slots in use:   3 of 1000 non-zero (0.3%), 0 saturated at 15",
 		"damaged:        false",
+		"eviction:       unknown (the server does not report its maxmemory-policy)",
 		"",
 	}, "\n"))
 }

@@ -6,33 +6,65 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/rbloom/rbloom"
 )
 
 // setupRebuild is 'rebuild NAME [FILE]': refill an existing filter from the
 // items of FILE (or stdin), one a line, which must be all the items it
 // should hold: the keys of the table it guards, say. The filter keeps
-// serving meanwhile, and writes from other processes go to both the old and
-// the new counters (see rbloom's Counting.Rebuild).
+// serving meanwhile, and adds from other processes go to both the old and
+// the new counters (see rbloom's Counting.Rebuild). With sizing flags
+// (--capacity, --error-rate, --partitions, or -m and -k) it resizes the
+// filter (Counting.Resize): the cure for an overfull one.
 func setupRebuild(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error {
 	noProgress := addNoProgressFlag(fs)
+	s := addSizingFlags(fs)
 	return func(ctx context.Context, args []string) error {
+		for _, name := range []string{"classic", "ttl"} {
+			if fs.Changed(name) {
+				return fmt.Errorf("--%s: a rebuild keeps the filter's mode and TTL", name)
+			}
+		}
+		resize, err := s.given()
+		if err != nil {
+			return err
+		}
 		f, err := c.open(ctx, args[0])
 		if err != nil {
 			return err
 		}
 		var n int64
 		var elapsed time.Duration
-		err = f.Rebuild(ctx, func(add func([]string) error) error {
+		fill := func(add func([]string) error) error {
 			var err error
 			n, _, elapsed, err = c.bulk(ctx, args, "rebuild "+args[0], *noProgress, func(_ context.Context, items []string) ([]bool, error) {
 				return nil, add(items)
 			})
 			return err
-		})
+		}
+		switch f := f.(type) {
+		case *rbloom.Counting:
+			if resize {
+				_, err = f.Resize(ctx, s.resized(), fill)
+			} else {
+				err = f.Rebuild(ctx, fill)
+			}
+		case *rbloom.Classic:
+			if resize {
+				_, err = f.Resize(ctx, s.resized(), fill)
+			} else {
+				err = f.Rebuild(ctx, fill)
+			}
+		}
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.out, "rebuilt %s from %d items in %v (%s)\n", args[0], n, elapsed.Round(time.Millisecond), rate(n, elapsed))
+		what := "rebuilt"
+		if resize {
+			what = "resized"
+		}
+		fmt.Fprintf(c.out, "%s %s from %d items in %v (%s)\n", what, args[0], n, elapsed.Round(time.Millisecond), rate(n, elapsed))
 		return nil
 	}
 }
