@@ -330,29 +330,37 @@ func (f *filter) resized(o Options) (*filter, error) {
 // retired): open the filter again (Open or OpenCounting). No handle, of
 // either size, ever answers "absent" for an item held.
 //
-// Operation ids are remembered by partition, and the new filter's
-// partitions start with no records: an AddOnce or RemoveOnce applied
-// before the switch and sent again after it is applied again (see README,
-// "What it cannot promise"). The errors are those of Rebuild.
+// Operation ids are remembered by partition key. A resize that keeps the
+// number of partitions keeps every item in a partition of the same key,
+// and the ids recorded there are still honoured; with another number of
+// partitions, an AddOnce or RemoveOnce applied before the switch and sent
+// again after it may be applied again (see README, "What it cannot
+// promise"). The errors are those of Rebuild.
 func (c *Counting) Resize(ctx context.Context, o Options, fill func(add func(items []string) error) error) (*Counting, error) {
-	g, err := c.f.resized(o)
-	if err == nil {
-		err = c.f.rebuildInto(ctx, g, fill)
-	}
+	g, err := c.resize(ctx, o, fill)
 	if err != nil {
-		return nil, callError("resize", err)
+		return nil, err
 	}
 	return &Counting{base{g}}, nil
 }
 
 // Resize rebuilds the filter at the size o gives, as Counting.Resize does.
 func (c *Classic) Resize(ctx context.Context, o Options, fill func(add func(items []string) error) error) (*Classic, error) {
-	g, err := c.f.resized(o)
+	g, err := c.resize(ctx, o, fill)
+	if err != nil {
+		return nil, err
+	}
+	return &Classic{base{g}}, nil
+}
+
+// resize is Resize for either type: the handle of the resized filter.
+func (b *base) resize(ctx context.Context, o Options, fill func(add func(items []string) error) error) (*filter, error) {
+	g, err := b.f.resized(o)
 	if err == nil {
-		err = c.f.rebuildInto(ctx, g, fill)
+		err = b.f.rebuildInto(ctx, g, fill)
 	}
 	if err != nil {
 		return nil, callError("resize", err)
 	}
-	return &Classic{base{g}}, nil
+	return g, nil
 }

@@ -180,3 +180,23 @@ func testResize(t *testing.T, client func() redis.UniversalClient) {
 		}
 	}
 }
+
+// TestResizeKeepsIDs: a resize that keeps the number of partitions keeps
+// every item's partition key, and the ids recorded there: a RemoveOnce sent
+// again after the switch is not applied again.
+func TestResizeKeepsIDs(t *testing.T) {
+	rdb := realRedis(t)
+	c := newCounting(t, rdb, "ids", Options{Capacity: 100, Partitions: 2})
+	must(c.AddMany(ctx, []string{"x", "x"})).on(t)
+	must(c.RemoveOnce(ctx, "x", "del-1")).on(t)
+	bigger, err := c.Resize(ctx, Options{Capacity: 10_000, Partitions: 2}, func(add func([]string) error) error {
+		return add([]string{"x"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(bigger.RemoveOnce(ctx, "x", "del-1")).on(t)
+	if !must(bigger.Test(ctx, "x")).on(t) {
+		t.Error("x, held once, tests absent: the RemoveOnce replayed after the resize was applied again")
+	}
+}
