@@ -472,7 +472,7 @@ func (x *stream) status(ctx context.Context, idle bool) error {
 	if err != nil {
 		return fmt.Errorf("pgsync: postgres: status update: %w", err)
 	}
-	return nil
+	return x.s.at("status")
 }
 
 // serverAt notes the end of the server's WAL.

@@ -1,0 +1,168 @@
+//go:build unix
+
+package pgsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var errCrash = errors.New("crash (test)")
+
+// crashAt returns a crash hook that stops Run at the n-th pass of point.
+func crashAt(point string, n int) func(string) error {
+	seen := 0
+	return func(p string) error {
+		if p == point {
+			if seen++; seen == n {
+				return errCrash
+			}
+		}
+		return nil
+	}
+}
+
+// streaming waits until s streams.
+func streaming(t *testing.T, s *Sync) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); s.Stats().Phase != "streaming"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sync not streaming: %+v", s.Stats())
+		}
+	}
+}
+
+// runUntilCrash runs s until its crash hook stops it.
+func runUntilCrash(t *testing.T, s *Sync, during func()) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(t.Context()) }()
+	if during != nil {
+		during()
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, errCrash) {
+			t.Fatalf("Run = %v, want the test's crash", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not reach the crash point")
+	}
+}
+
+// mixed writes transactions whose groups need several calls: adds,
+// removes and key changes interleaved.
+func (e *env) mixed(t *testing.T, round int) {
+	t.Helper()
+	b := 100000 * (round + 1)
+	e.pg.exec(t,
+		fmt.Sprintf(`BEGIN; INSERT INTO items SELECT g, 'm' FROM generate_series(%d, %d) g; DELETE FROM items WHERE id IN (SELECT id FROM items WHERE id < 100000 ORDER BY id LIMIT 50); INSERT INTO items SELECT g, 'm' FROM generate_series(%d, %d) g; COMMIT`, b, b+99, b+100, b+199),
+		fmt.Sprintf(`UPDATE items SET id = id + 1000000 WHERE id BETWEEN %d AND %d`, b, b+49),
+		fmt.Sprintf(`DELETE FROM items WHERE id BETWEEN %d AND %d`, b+150, b+199),
+	)
+}
+
+// TestCrashPoints stops a sync at each point where a process can die and
+// starts another: the filter must end equal to the table, every change
+// applied once (Info.Items exact), whatever was applied, recorded or
+// confirmed when it died.
+func TestCrashPoints(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		point string
+		n     int
+	}{
+		{"load half done", "load-batch", 2},
+		{"group marked pending, nothing applied", "pending", 1},
+		{"group half applied", "call", 3},
+		{"applied but not confirmed", "applied", 1},
+		{"confirmed", "status", 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(1, 12000) g`)
+			cfg := e.config()
+			cfg.MaxDelay = 200 * time.Millisecond // groups of several transactions
+			s, _ := New(cfg)
+			s.crash = crashAt(c.point, c.n)
+			runUntilCrash(t, s, func() {
+				if c.point != "load-batch" {
+					streaming(t, s)
+					for round := range 3 {
+						e.mixed(t, round)
+					}
+				}
+			})
+			if c.point == "load-batch" {
+				if st, _ := readState(t.Context(), e.rdb, stateKey("", "items")); st.Phase != "loading" {
+					t.Fatalf("after a crash in the load, phase = %q, want loading", st.Phase)
+				}
+			}
+			e.mixed(t, 3)
+			rows := len(e.rowKeys(t))
+			s2, _ := New(cfg)
+			stop := runSync(t, s2)
+			e.caughtUp(t, "items")
+			e.checkEqual(t, "items")
+			if st := s2.Stats(); st.RemoveMisses != 0 {
+				t.Errorf("RemoveMisses = %d", st.RemoveMisses)
+			}
+			if c.point == "load-batch" && s2.Stats().Loaded != int64(rows) {
+				t.Errorf("reload Loaded = %d, want %d", s2.Stats().Loaded, rows)
+			}
+			stop()
+		})
+	}
+}
+
+// snapshot returns every key of the Redis and its serialized value.
+func snapshot(t testing.TB, rdb *redis.Client) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, k := range keys {
+		m[k], _ = rdb.Dump(ctx, k).Result()
+	}
+	return m
+}
+
+// TestWindowPassed: a sync that died with a group pending longer ago than
+// the once window refuses to replay it, writes nothing, and a reload
+// recovers.
+func TestWindowPassed(t *testing.T) {
+	e := newEnv(t)
+	e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(1, 100) g`)
+	cfg := e.config()
+	s, _ := New(cfg)
+	s.crash = crashAt("call", 1)
+	runUntilCrash(t, s, func() { streaming(t, s); e.mixed(t, 0) })
+	key := stateKey("", "items")
+	if err := e.rdb.HSet(t.Context(), key, "pending_at", unixMilli(time.Now().Add(-onceWindow))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, e.rdb)
+	s2, _ := New(cfg)
+	err := s2.Run(t.Context())
+	if !errors.Is(err, ErrWindowPassed) {
+		t.Fatalf("Run = %v, want ErrWindowPassed", err)
+	}
+	t.Log(err)
+	if after := snapshot(t, e.rdb); !reflect.DeepEqual(before, after) {
+		t.Error("Run wrote to Redis")
+	}
+	cfg.Reload = true
+	s3, _ := New(cfg)
+	runSync(t, s3)
+	e.caughtUp(t, "items")
+	e.checkEqual(t, "items")
+}
