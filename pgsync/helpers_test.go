@@ -145,7 +145,7 @@ func (p *postgres) restart() {
 // conn opens a connection closed when the test ends.
 func (p *postgres) conn(t testing.TB) *pgx.Conn {
 	t.Helper()
-	c, err := pgx.Connect(t.Context(), p.URL)
+	c, err := pgx.Connect(context.Background(), p.URL) // not t.Context(): cleanups use it too
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func (p *postgres) exec(t testing.TB, sqls ...string) {
 	t.Helper()
 	c := p.conn(t)
 	for _, sql := range sqls {
-		if _, err := c.Exec(t.Context(), sql); err != nil {
+		if _, err := c.Exec(context.Background(), sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
