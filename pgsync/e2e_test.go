@@ -305,6 +305,8 @@ func TestEndToEnd(t *testing.T) {
 	}
 	stopWatch()
 	watch.Wait()
+	log, _ := os.ReadFile(p.log)
+	t.Logf("%d starts of the sync process, %d retries after a lost connection (PostgreSQL's restart)", p.runs, strings.Count(string(log), "retrying in"))
 	if checks.Load() < 50 || absent.Load() != 0 {
 		t.Errorf("stable keys: %d checks, %d absences; want many checks and no absence", checks.Load(), absent.Load())
 	}
