@@ -102,7 +102,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	backoff := 100 * time.Millisecond
 	for {
+		began := time.Now()
 		err := s.Run(ctx)
+		if time.Since(began) > time.Minute {
+			backoff = 100 * time.Millisecond // it ran well for a while
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
