@@ -93,9 +93,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 					return
 				case <-tick.C:
 					st := s.Stats()
-					fmt.Fprintf(stdout, "phase=%s loaded=%d applied=%d per_second=%.0f lag=%v lag_bytes=%d applied_lsn=%s server_lsn=%s retained_wal_bytes=%d remove_misses=%d\n",
+					fmt.Fprintf(stdout, "phase=%s loaded=%d applied=%d per_second=%.0f lag=%v lag_bytes=%d applied_lsn=%s server_lsn=%s retained_wal_bytes=%d remove_misses=%d replayed=%d\n",
 						st.Phase, st.Loaded, st.Applied, st.PerSecond, st.Lag.Round(time.Millisecond), st.LagBytes,
-						st.AppliedLSN, st.ServerLSN, st.RetainedWALBytes, st.RemoveMisses)
+						st.AppliedLSN, st.ServerLSN, st.RetainedWALBytes, st.RemoveMisses, st.Replayed)
 				}
 			}
 		}()

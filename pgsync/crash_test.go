@@ -113,6 +113,9 @@ func TestCrashPoints(t *testing.T) {
 			if st := s2.Stats(); st.RemoveMisses != 0 {
 				t.Errorf("RemoveMisses = %d", st.RemoveMisses)
 			}
+			if replay := c.point == "pending" || c.point == "call"; replay != (s2.Stats().Replayed == 1) {
+				t.Errorf("Replayed = %d, want a replay %v", s2.Stats().Replayed, replay)
+			}
 			if c.point == "load-batch" && s2.Stats().Loaded != int64(rows) {
 				t.Errorf("reload Loaded = %d, want %d", s2.Stats().Loaded, rows)
 			}

@@ -169,7 +169,7 @@ func TestEndToEnd(t *testing.T) {
 
 	p := &syncProcess{t: t, log: filepath.Join(t.TempDir(), "sync.log"), args: []string{
 		"-db", e.pg.URL, "-table", "items", "-key", "id", "-filter", "items", "-slot", "items_slot",
-		"-publication", "items_pub", "-redis", e.rdb.Options().Addr, "-capacity", "100000", "-slot-wait", "30s"}}
+		"-publication", "items_pub", "-redis", e.rdb.Options().Addr, "-capacity", "100000", "-slot-wait", "30s", "-stats", "50ms"}}
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
@@ -306,7 +306,16 @@ func TestEndToEnd(t *testing.T) {
 	stopWatch()
 	watch.Wait()
 	log, _ := os.ReadFile(p.log)
-	t.Logf("%d starts of the sync process, %d retries after a lost connection (PostgreSQL's restart)", p.runs, strings.Count(string(log), "retrying in"))
+	replays := 0
+	for _, run := range strings.Split(string(log), "--- start") {
+		if i := strings.LastIndex(run, "replayed="); i >= 0 {
+			n := 0
+			fmt.Sscan(run[i+len("replayed="):], &n)
+			replays += n
+		}
+	}
+	t.Logf("%d starts of the sync process, %d retries after a lost connection (PostgreSQL's restart), %d pending groups replayed (at least: stats every 50 ms)",
+		p.runs, strings.Count(string(log), "retrying in"), replays)
 	if checks.Load() < 50 || absent.Load() != 0 {
 		t.Errorf("stable keys: %d checks, %d absences; want many checks and no absence", checks.Load(), absent.Load())
 	}

@@ -171,6 +171,9 @@ type Stats struct {
 	// (nothing changed). Non-zero means the filter lost keys it should
 	// hold: it was reset behind the sync's back. Reload.
 	RemoveMisses int64
+	// Replayed counts the groups a stopped run had left pending and this
+	// one applied again under the same ids.
+	Replayed int64
 	// PerSecond is the changes applied per second over the last 10 s.
 	PerSecond float64
 	// AppliedLSN is the position the filter holds every change before;

@@ -356,6 +356,7 @@ func (x *stream) flush(ctx context.Context) error {
 		if err := replayAllowed(x.pendingAt, now); err != nil {
 			return err
 		}
+		x.s.update(func(st *Stats) { st.Replayed++ })
 	} else if err := x.cfg.Redis.HSet(ctx, x.key, "pending", end.String(), "pending_at", unixMilli(now)).Err(); err != nil {
 		return fmt.Errorf("pgsync: redis: %w", err)
 	}
