@@ -32,23 +32,26 @@ func TestOpID(t *testing.T) {
 	}
 }
 
-// TestCalls: a group's ops become runs of adds and removes in order, each
-// named by its first op, split at chunk keys, and the same group gives
-// the same calls (a replayed group makes the same calls under the same ids).
+// TestCalls: a group's ops become segments without a repeated key, each
+// a call of its removes then a call of its adds, each call named by its
+// first op and at most chunk keys; the same group gives the same calls (a
+// replayed group makes the same calls under the same ids).
 func TestCalls(t *testing.T) {
 	group := []*txn{
 		{commit: 100, ops: []op{{key: "a", idx: 0}, {key: "b", idx: 1}, {remove: true, key: "c", idx: 2}}},
 		{commit: 200, ops: []op{{remove: true, key: "d", idx: 0}, {key: "e", idx: 1}}},
 		{commit: 300},
-		{commit: 400, ops: []op{{key: "f", idx: 0}}},
+		{commit: 400, ops: []op{{key: "f", idx: 0}, {remove: true, key: "a", idx: 1}, {key: "a", idx: 2}, {remove: true, key: "g", idx: 3}}},
 	}
 	want := []call{
-		{keys: []string{"a", "b"}, id: opID(9, 100, 0)},
 		{remove: true, keys: []string{"c", "d"}, id: opID(9, 100, 2)},
-		{keys: []string{"e", "f"}, id: opID(9, 200, 1)},
+		{keys: []string{"a", "b", "e", "f"}, id: opID(9, 100, 0)},
+		{remove: true, keys: []string{"a"}, id: opID(9, 400, 1)}, // a again: a new segment
+		{remove: true, keys: []string{"g"}, id: opID(9, 400, 3)}, // the last segment's removes
+		{keys: []string{"a"}, id: opID(9, 400, 2)},               // then its adds
 	}
 	if got := calls(9, group); !reflect.DeepEqual(got, want) {
-		t.Errorf("calls = %+v, want %+v", got, want)
+		t.Errorf("calls =\n%+v\nwant\n%+v", got, want)
 	}
 
 	big := &txn{commit: 500}
@@ -62,6 +65,19 @@ func TestCalls(t *testing.T) {
 	}
 	if again := calls(9, []*txn{big}); !reflect.DeepEqual(got, again) {
 		t.Error("the same group gave other calls")
+	}
+	// Every op is in exactly one call, and ids are distinct.
+	ids := map[string]bool{}
+	n := 0
+	for _, c := range calls(9, group) {
+		if ids[c.id] {
+			t.Errorf("id %s used twice", c.id)
+		}
+		ids[c.id] = true
+		n += len(c.keys)
+	}
+	if n != 9 {
+		t.Errorf("calls hold %d ops, want 9", n)
 	}
 }
 

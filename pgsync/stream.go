@@ -322,20 +322,46 @@ func opID(cp, commit pglogrepl.LSN, idx int) string {
 	return fmt.Sprintf("pgsync:%s:%s:%d", cp, commit, idx)
 }
 
-// calls splits a group's ops into runs of adds and runs of removes, in
-// order, at most chunk keys each, each named by its first op. The same
-// group gives the same calls.
+// calls splits a group's ops into the calls that apply them. The ops are
+// cut, in order, into segments in which no key appears twice (and no call
+// passes chunk keys); a segment's removes go in one call and its adds in
+// the next. Within a segment the keys are distinct, and adds and removes
+// of distinct keys commute: a key removed was added before the segment,
+// and its counters stay non-zero until its own remove. Each call is named
+// by its first op. The same group gives the same calls.
 func calls(cp pglogrepl.LSN, group []*txn) []call {
 	var cs []call
+	rem, add := call{remove: true}, call{}
+	seen := map[string]bool{}
+	cut := func() {
+		for _, c := range []call{rem, add} {
+			if len(c.keys) > 0 {
+				cs = append(cs, c)
+			}
+		}
+		rem, add = call{remove: true}, call{}
+		clear(seen)
+	}
 	for _, t := range group {
 		for _, o := range t.ops {
-			if n := len(cs); n == 0 || cs[n-1].remove != o.remove || len(cs[n-1].keys) == chunk {
-				cs = append(cs, call{remove: o.remove, id: opID(cp, t.commit, o.idx)})
+			if seen[o.key] {
+				cut()
 			}
-			c := &cs[len(cs)-1]
+			c := &add
+			if o.remove {
+				c = &rem
+			}
+			if len(c.keys) == 0 {
+				c.id = opID(cp, t.commit, o.idx)
+			}
 			c.keys = append(c.keys, o.key)
+			seen[o.key] = true
+			if len(c.keys) == chunk {
+				cut()
+			}
 		}
 	}
+	cut()
 	return cs
 }
 
