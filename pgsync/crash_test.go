@@ -169,3 +169,54 @@ func TestWindowPassed(t *testing.T) {
 	e.caughtUp(t, "items")
 	e.checkEqual(t, "items")
 }
+
+// TestTwoFirstRuns: two syncs start on a table never loaded; the second
+// passes its checks before the first writes anything, and writes only
+// once the first is loading. PostgreSQL lets one create the slot: the
+// other must fail before it drops or adds anything, and the filter end
+// equal to the table.
+func TestTwoFirstRuns(t *testing.T) {
+	e := newEnv(t)
+	e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(1, 30000) g`)
+	cfg := e.config()
+	cfg.SlotWait = 0
+	bChecked, aLoading, bDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	a, _ := New(cfg)
+	batches := 0
+	a.crash = func(p string) error {
+		if p == "load-batch" {
+			if batches++; batches == 1 {
+				close(aLoading)
+				<-bDone
+			}
+		}
+		return nil
+	}
+	b, _ := New(cfg)
+	b.crash = func(p string) error {
+		if p == "checked" {
+			close(bChecked)
+			<-aLoading
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	bErr, aErr := make(chan error, 1), make(chan error, 1)
+	go func() { bErr <- b.Run(ctx) }()
+	<-bChecked
+	go func() { aErr <- a.Run(ctx) }()
+	err := <-bErr
+	close(bDone)
+	t.Logf("second sync: %v", err)
+	if err == nil {
+		t.Fatal("both syncs ran")
+	}
+	e.pg.exec(t, `DELETE FROM items WHERE id <= 1000`, `INSERT INTO items VALUES (100000, 'y')`)
+	e.caughtUp(t, "items")
+	e.checkEqual(t, "items")
+	cancel()
+	if err := <-aErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("first sync: %v, want context.Canceled", err)
+	}
+}

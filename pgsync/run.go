@@ -110,6 +110,9 @@ func (s *Sync) run(ctx context.Context) error {
 	}
 
 	// Every check passed: from here on the sync writes.
+	if err := s.at("checked"); err != nil {
+		return err
+	}
 	repl, err := connectReplication(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
@@ -150,9 +153,9 @@ func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, error)
 const loadBatch = 5000
 
 // load makes the filter equal to the table: it marks the state
-// "loading", drops the slot (if dropSlot) and the filter, creates the
-// slot with an exported snapshot, adds every key of that snapshot, and
-// marks the state "loaded" at the slot's consistent point. A load that
+// "loading", drops the slot (if dropSlot), creates the slot with an
+// exported snapshot, drops and creates the filter, adds every key of that
+// snapshot, and marks the state "loaded" at the slot's consistent point. A load that
 // dies before that mark is started again from scratch by the next Run:
 // its snapshot died with its connection.
 func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t target, f *rbloom.Counting, dropSlot bool) (state, *rbloom.Counting, error) {
@@ -160,10 +163,12 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 	s.update(func(x *Stats) { x.Phase = "loading"; x.Loaded = 0 })
 	key := stateKey(cfg.KeyPrefix, cfg.Filter)
 	st := state{Table: t.name, Column: t.column, Slot: cfg.Slot, Publication: cfg.Publication, Phase: "loading", exists: true}
-	pipe := cfg.Redis.TxPipeline()
-	pipe.Del(ctx, key)
-	pipe.HSet(ctx, key, "table", st.Table, "column", st.Column, "slot", st.Slot, "publication", st.Publication, "phase", st.Phase)
-	if _, err := pipe.Exec(ctx); err != nil {
+	// Mark the load first, so that a crash anywhere below leaves "loading"
+	// and the next run starts over (dropping the slot this one made). No
+	// DEL: a second sync started at the same moment writes the same fields
+	// here and is stopped below, by PostgreSQL, before it drops anything.
+	if err := cfg.Redis.HSet(ctx, key, "table", st.Table, "column", st.Column, "slot", st.Slot,
+		"publication", st.Publication, "phase", st.Phase).Err(); err != nil {
 		return st, f, fmt.Errorf("pgsync: redis: %w", err)
 	}
 	if dropSlot {
@@ -171,17 +176,7 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 			return st, f, fmt.Errorf("pgsync: postgres: drop slot %s: %w", cfg.Slot, err)
 		}
 	}
-	if err := f.Drop(ctx); err != nil {
-		return st, f, fmt.Errorf("pgsync: redis: %w", err)
-	}
-	// A reload may replace a filter of other sizing: create it as configured.
-	f, err := rbloom.NewCounting(cfg.Redis, cfg.Filter, cfg.filterOptions())
-	if err != nil {
-		return st, f, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	if err := f.Create(ctx); err != nil {
-		return st, f, fmt.Errorf("pgsync: redis: %w", err)
-	}
+	// Creating the slot is the exclusive step: of two syncs, one fails here.
 	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, cfg.Slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
 	if err != nil {
@@ -190,7 +185,20 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 	if st.CP, err = pglogrepl.ParseLSN(res.ConsistentPoint); err != nil {
 		return st, f, fmt.Errorf("pgsync: postgres: slot %s: consistent point %q: %w", cfg.Slot, res.ConsistentPoint, err)
 	}
-	if err := cfg.Redis.HSet(ctx, key, "cp", st.CP.String()).Err(); err != nil {
+	pipe := cfg.Redis.TxPipeline()
+	pipe.HDel(ctx, key, "lsn", "at", "pending", "pending_at")
+	pipe.HSet(ctx, key, "cp", st.CP.String())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return st, f, fmt.Errorf("pgsync: redis: %w", err)
+	}
+	if err := f.Drop(ctx); err != nil {
+		return st, f, fmt.Errorf("pgsync: redis: %w", err)
+	}
+	// A reload may replace a filter of other sizing: create it as configured.
+	if f, err = rbloom.NewCounting(cfg.Redis, cfg.Filter, cfg.filterOptions()); err != nil {
+		return st, f, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := f.Create(ctx); err != nil {
 		return st, f, fmt.Errorf("pgsync: redis: %w", err)
 	}
 
@@ -248,7 +256,8 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 		return st, f, err
 	}
 	st.Phase, st.LSN, st.At = "loaded", st.CP, time.Now()
-	if err := cfg.Redis.HSet(ctx, key, "phase", st.Phase, "lsn", st.LSN.String(), "at", unixMilli(st.At)).Err(); err != nil {
+	if err := cfg.Redis.HSet(ctx, key, "table", st.Table, "column", st.Column, "slot", st.Slot, "publication", st.Publication,
+		"cp", st.CP.String(), "phase", st.Phase, "lsn", st.LSN.String(), "at", unixMilli(st.At)).Err(); err != nil {
 		return st, f, fmt.Errorf("pgsync: redis: %w", err)
 	}
 	return st, f, nil
