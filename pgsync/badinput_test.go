@@ -114,6 +114,10 @@ func TestBadInput(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, mut: func(c *Config) { c.SlotWait = 0 }, want: ErrSlotActive, says: "used by another process"},
+		{name: "reload while the previous sync streams", setup: func(t *testing.T) {
+			e.loadedThenStopped(t)
+			holdSlot(t, e)
+		}, mut: func(c *Config) { c.SlotWait, c.Slot, c.Reload = 0, "new_slot", true }, want: ErrSlotActive, says: "previous sync"},
 		{name: "state of another table", setup: func(t *testing.T) {
 			e.loadedThenStopped(t)
 		}, mut: func(c *Config) { c.Table, c.Publication = "other", "other_pub" }, want: ErrFilter, says: "follows"},
@@ -151,6 +155,22 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("Run changed the slots:\n%s\nwant\n%s", after, slotsBefore)
 			}
 		})
+	}
+}
+
+// holdSlot streams from items_slot on a connection of the test's, as
+// another consumer would, until the test ends.
+func holdSlot(t *testing.T, e *env) {
+	t.Helper()
+	repl, err := connectReplication(t.Context(), e.pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { repl.Close(context.Background()) })
+	err = pglogrepl.StartReplication(t.Context(), repl, "items_slot", 0, pglogrepl.StartReplicationOptions{
+		Mode: pglogrepl.LogicalReplication, PluginArgs: []string{"proto_version '1'", "publication_names 'items_pub'"}})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

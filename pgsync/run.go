@@ -108,6 +108,12 @@ func (s *Sync) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if cfg.Reload && st.exists && st.Slot != "" && st.Slot != cfg.Slot {
+		// The sync being replaced used another slot: it must not be running.
+		if _, err := waitSlot(ctx, db, st.Slot, cfg.SlotWait); err != nil {
+			return fmt.Errorf("%w (the filter's previous sync)", err)
+		}
+	}
 
 	// Every check passed: from here on the sync writes.
 	if err := s.at("checked"); err != nil {
