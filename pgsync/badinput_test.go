@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/rbloom/rbloom"
@@ -43,6 +44,12 @@ func (e *env) loadedThenStopped(t *testing.T) {
 	stop := runSync(t, s)
 	e.caughtUp(t, "items")
 	stop()
+	// PostgreSQL releases the slot when it notices the connection closed.
+	c := e.pg.conn(t)
+	defer c.Close(context.Background())
+	if _, err := waitSlot(t.Context(), c, "items_slot", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestBadInput: each configuration that cannot give a correct sync fails
@@ -118,6 +125,10 @@ func TestBadInput(t *testing.T) {
 			e.loadedThenStopped(t)
 			holdSlot(t, e)
 		}, mut: func(c *Config) { c.SlotWait, c.Slot, c.Reload = 0, "new_slot", true }, want: ErrSlotActive, says: "previous sync"},
+		{name: "table created again", setup: func(t *testing.T) {
+			e.loadedThenStopped(t)
+			e.pg.exec(t, `DROP TABLE items`, `CREATE TABLE items (id bigint PRIMARY KEY, v text)`, `ALTER PUBLICATION items_pub ADD TABLE items`)
+		}, want: ErrFilter, says: "dropped and created again"},
 		{name: "state of another table", setup: func(t *testing.T) {
 			e.loadedThenStopped(t)
 		}, mut: func(c *Config) { c.Table, c.Publication = "other", "other_pub" }, want: ErrFilter, says: "follows"},
@@ -125,7 +136,14 @@ func TestBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Cleanup(func() {
 				e.rdb.FlushAll(context.Background())
-				e.pg.exec(t, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE NOT active`)
+				c := e.pg.conn(t)
+				defer c.Close(context.Background())
+				for _, name := range []string{"items_slot", "new_slot"} {
+					if _, err := waitSlot(context.Background(), c, name, 10*time.Second); err != nil {
+						t.Fatal(err)
+					}
+				}
+				e.pg.exec(t, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots`)
 			})
 			if c.setup != nil {
 				c.setup(t)

@@ -94,6 +94,8 @@ func (s *Sync) run(ctx context.Context) error {
 			ErrFilter, cfg.Filter, st.Table, st.Column, st.Slot, st.Publication, t.name, t.column, cfg.Slot, cfg.Publication)
 	case st.Phase != "loaded":
 		fresh = true // a load that did not finish: its snapshot is gone, start again
+	case st.OID != fmt.Sprint(t.oid):
+		return fmt.Errorf("%w: table %s was dropped and created again since filter %s was loaded (oid %s, now %d): reload", ErrFilter, t.name, cfg.Filter, st.OID, t.oid)
 	case !slot.exists:
 		return fmt.Errorf("%w: slot %s, which the sync of filter %s streams from, does not exist: the changes since it was dropped are lost to the filter; reload", ErrSlotMissing, cfg.Slot, cfg.Filter)
 	case !exists:
@@ -168,13 +170,13 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 	cfg := s.cfg
 	s.update(func(x *Stats) { x.Phase = "loading"; x.Loaded = 0 })
 	key := stateKey(cfg.KeyPrefix, cfg.Filter)
-	st := state{Table: t.name, Column: t.column, Slot: cfg.Slot, Publication: cfg.Publication, Phase: "loading", exists: true}
+	st := state{Table: t.name, Column: t.column, Slot: cfg.Slot, Publication: cfg.Publication, OID: fmt.Sprint(t.oid), Phase: "loading", exists: true}
 	// Mark the load first, so that a crash anywhere below leaves "loading"
 	// and the next run starts over (dropping the slot this one made). No
 	// DEL: a second sync started at the same moment writes the same fields
 	// here and is stopped below, by PostgreSQL, before it drops anything.
 	if err := cfg.Redis.HSet(ctx, key, "table", st.Table, "column", st.Column, "slot", st.Slot,
-		"publication", st.Publication, "phase", st.Phase).Err(); err != nil {
+		"publication", st.Publication, "oid", st.OID, "phase", st.Phase).Err(); err != nil {
 		return st, f, fmt.Errorf("pgsync: redis: %w", err)
 	}
 	if dropSlot {
@@ -263,7 +265,7 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 	}
 	st.Phase, st.LSN, st.At = "loaded", st.CP, time.Now()
 	if err := cfg.Redis.HSet(ctx, key, "table", st.Table, "column", st.Column, "slot", st.Slot, "publication", st.Publication,
-		"cp", st.CP.String(), "phase", st.Phase, "lsn", st.LSN.String(), "at", unixMilli(st.At)).Err(); err != nil {
+		"oid", st.OID, "cp", st.CP.String(), "phase", st.Phase, "lsn", st.LSN.String(), "at", unixMilli(st.At)).Err(); err != nil {
 		return st, f, fmt.Errorf("pgsync: redis: %w", err)
 	}
 	return st, f, nil

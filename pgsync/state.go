@@ -15,6 +15,8 @@ import (
 // the fields:
 //
 //	table, column, slot, publication   whom it follows (checked at each start)
+//	oid         the table's oid: a table dropped and created again under
+//	            the same name is another table
 //	cp          the slot's consistent point: the load's snapshot, and
 //	            part of every operation id
 //	phase       "loading" from before the slot is created until every key
@@ -28,6 +30,7 @@ import (
 //	pending_at  when pending was written (Unix ms)
 type state struct {
 	Table, Column, Slot, Publication string
+	OID                              string
 	CP                               pglogrepl.LSN
 	Phase                            string
 	LSN                              pglogrepl.LSN
@@ -55,7 +58,7 @@ func readState(ctx context.Context, rdb redis.UniversalClient, key string) (stat
 		return state{}, nil
 	}
 	st := state{Table: m["table"], Column: m["column"], Slot: m["slot"], Publication: m["publication"],
-		Phase: m["phase"], exists: true}
+		OID: m["oid"], Phase: m["phase"], exists: true}
 	lsn := func(f string) (pglogrepl.LSN, error) {
 		if m[f] == "" {
 			return 0, nil
