@@ -205,6 +205,19 @@ func TestCommandBadInput(t *testing.T) {
 	if n, _ := e.rdb.DBSize(t.Context()).Result(); n != 0 {
 		t.Errorf("Redis holds %d keys, want 0", n)
 	}
+	// A slot another process streams from: an error after -slot-wait, not a retry loop.
+	e.loadedThenStopped(t)
+	holdSlot(t, e)
+	before := snapshot(t, e.rdb)
+	start := time.Now()
+	err = Command(t.Context(), []string{"-db", e.pg.URL, "-table", "items", "-key", "id", "-filter", "items",
+		"-slot", "items_slot", "-publication", "items_pub", "-redis", e.rdb.Options().Addr, "-slot-wait", "500ms"}, &out, &errOut)
+	if !errors.Is(err, ErrSlotActive) || time.Since(start) > 10*time.Second {
+		t.Errorf("Command on an active slot = %v after %v, want ErrSlotActive after -slot-wait", err, time.Since(start))
+	}
+	if after := snapshot(t, e.rdb); !reflect.DeepEqual(before, after) {
+		t.Error("Command wrote to Redis")
+	}
 	if err := Command(t.Context(), []string{"-table", "items", "extra"}, &out, &errOut); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Command with an extra argument = %v, want ErrInvalid", err)
 	}

@@ -17,7 +17,8 @@ import (
 // name), as `rbloom sync` and `rbloom-sync` do: it follows the table until
 // ctx is done, and then returns nil. Connection failures (a PostgreSQL or
 // Redis restart) are retried with backoff; errors that need the operator
-// (see Permanent) are returned, and so is every error with -once. With
+// (see Permanent) are returned, and so is ErrSlotActive once -slot-wait
+// has passed, and every error with -once. With
 // -stats it prints the sync's progress to stdout at that interval.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sync", flag.ContinueOnError)
@@ -110,7 +111,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if ctx.Err() != nil {
 			return nil
 		}
-		if once || Permanent(err) {
+		if once || Permanent(err) || errors.Is(err, ErrSlotActive) { // the slot was waited for: -slot-wait
 			return err
 		}
 		fmt.Fprintf(stderr, "rbloom-sync: %v (retrying in %v)\n", err, backoff)
