@@ -148,6 +148,9 @@ type Sync struct {
 	// crash, when set (by tests), is called at each crash point; an
 	// error stops Run there, as if the process died.
 	crash func(point string) error
+	// applied, when set (by tests), is called with the commit time of each
+	// transaction of each group applied, after it is recorded.
+	applied func(commits []time.Time)
 }
 
 // at passes a crash point.

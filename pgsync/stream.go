@@ -451,6 +451,13 @@ func (x *stream) counted(group []*txn, misses int64) {
 	st.RemoveMisses += misses
 	st.LastApplyLag = now.Sub(group[0].at)
 	x.group, x.groupOps = nil, 0
+	if x.s.applied != nil {
+		at := make([]time.Time, len(group))
+		for i, t := range group {
+			at[i] = t.at
+		}
+		x.s.applied(at)
+	}
 }
 
 // applyTruncate applies a transaction that truncated the table: the
