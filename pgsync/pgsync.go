@@ -3,12 +3,15 @@
 // (pgoutput, a replication slot and a publication).
 //
 // A Sync loads the table's keys once, in the snapshot that its slot
-// exported when it was created, then applies every INSERT, UPDATE and
-// DELETE of the table from the slot's consistent point on, each exactly
-// once: the stream is delivered at least once, so each change is applied
-// under an operation id derived from its position in the WAL
+// exported when it was created, then applies every INSERT, UPDATE, DELETE
+// and TRUNCATE of the table from the slot's consistent point on, each
+// exactly once: the stream is delivered at least once, so each change is
+// applied under an operation id derived from its position in the WAL
 // (Counting.AddManyOnce and RemoveManyOnce), and the slot is told a
-// position only after the filter holds every change before it. Its
+// position only after the filter holds every change before it. A sync
+// that died while applying, and starts again later than the filter's once
+// window allows, refuses with ErrWindowPassed rather than risk applying a
+// change twice. Its
 // progress is kept in one Redis hash next to the filter (see state.go).
 // README.md describes the design and the crash points.
 //
@@ -50,8 +53,9 @@ var (
 	// ErrFilter is returned when the filter in Redis cannot be the one
 	// this sync keeps: a classic filter, a filter that exists without the
 	// sync's state (loaded by someone else), a filter missing while the
-	// state says it was loaded, or a state written by a sync of another
-	// table, column or slot. Nothing was written.
+	// state says it was loaded, a state written by a sync of another
+	// table, column or slot, or of a table since dropped and created
+	// again. Nothing was written.
 	ErrFilter = errors.New("pgsync: filter not kept by this sync")
 
 	// ErrWindowPassed is returned when the sync stopped while applying
