@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,11 +151,23 @@ func TestWindowPassed(t *testing.T) {
 	s.crash = crashAt("call", 1)
 	runUntilCrash(t, s, func() { streaming(t, s); e.mixed(t, 0) })
 	key := stateKey("", "items")
-	if err := e.rdb.HSet(t.Context(), key, "pending_at", unixMilli(time.Now().Add(-onceWindow))).Err(); err != nil {
+
+	// Left pending by a version that cuts groups otherwise: refused.
+	if err := e.rdb.HSet(t.Context(), key, "pending_v", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshot(t, e.rdb)
 	s2, _ := New(cfg)
+	if err := s2.Run(t.Context()); !errors.Is(err, ErrFilter) || !strings.Contains(err.Error(), "version") {
+		t.Fatalf("Run on a group of another version = %v, want ErrFilter", err)
+	}
+	if after := snapshot(t, e.rdb); !reflect.DeepEqual(before, after) {
+		t.Error("Run wrote to Redis")
+	}
+	if err := e.rdb.HSet(t.Context(), key, "pending_v", callsVersion, "pending_at", unixMilli(time.Now().Add(-onceWindow))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before = snapshot(t, e.rdb)
 	err := s2.Run(t.Context())
 	if !errors.Is(err, ErrWindowPassed) {
 		t.Fatalf("Run = %v, want ErrWindowPassed", err)
@@ -218,5 +231,40 @@ func TestTwoFirstRuns(t *testing.T) {
 	cancel()
 	if err := <-aErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("first sync: %v, want context.Canceled", err)
+	}
+}
+
+// TestStopFinishesGroup: a sync whose context is cancelled in the middle
+// of a group finishes the group before it returns, leaving nothing
+// pending (so an upgrade after a clean stop finds no group to replay).
+func TestStopFinishesGroup(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.MaxDelay = 200 * time.Millisecond
+	s, _ := New(cfg)
+	ctx, cancel := context.WithCancel(t.Context())
+	s.crash = func(p string) error {
+		if p == "call" {
+			cancel()
+		}
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	streaming(t, s)
+	e.mixed(t, 0)
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	st, err := readState(t.Context(), e.rdb, stateKey("", "items"))
+	if err != nil || st.Pending != 0 || st.PendingV != "" {
+		t.Fatalf("state after a stop mid-group: %+v, %v: want nothing pending", st, err)
+	}
+	s2, _ := New(e.config())
+	runSync(t, s2)
+	e.caughtUp(t, "items")
+	e.checkEqual(t, "items")
+	if n := s2.Stats().Replayed; n != 0 {
+		t.Errorf("Replayed = %d, want 0", n)
 	}
 }

@@ -55,7 +55,8 @@ var (
 	// sync's state (loaded by someone else), a filter missing while the
 	// state says it was loaded, a state written by a sync of another
 	// table, column or slot, or of a table since dropped and created
-	// again. Nothing was written.
+	// again, or a group left pending by a version of pgsync that applies
+	// groups otherwise. Nothing was written.
 	ErrFilter = errors.New("pgsync: filter not kept by this sync")
 
 	// ErrWindowPassed is returned when the sync stopped while applying

@@ -101,6 +101,10 @@ func (s *Sync) run(ctx context.Context) error {
 	case !exists:
 		return fmt.Errorf("%w: filter %s is missing from Redis though the sync loaded it (evicted, deleted, a Redis without persistence?): reload", ErrFilter, cfg.Filter)
 	case st.Pending > st.LSN:
+		if st.PendingV != callsVersion {
+			return fmt.Errorf("%w: a group of transactions was left pending by a version of pgsync that cuts groups into calls otherwise (%q, this one %q): replaying it could apply changes twice; run that version until nothing is pending, or reload",
+				ErrFilter, st.PendingV, callsVersion)
+		}
 		if err := replayAllowed(st.PendingAt, time.Now()); err != nil {
 			return err
 		}

@@ -28,6 +28,8 @@ import (
 //	            before its first write to the filter and removed with the
 //	            write of lsn after its last (absent when none is)
 //	pending_at  when pending was written (Unix ms)
+//	pending_v   the version of the cutting of groups into calls that
+//	            applied it (callsVersion)
 type state struct {
 	Table, Column, Slot, Publication string
 	OID                              string
@@ -37,6 +39,7 @@ type state struct {
 	At                               time.Time
 	Pending                          pglogrepl.LSN
 	PendingAt                        time.Time
+	PendingV                         string
 	exists                           bool
 }
 
@@ -58,7 +61,7 @@ func readState(ctx context.Context, rdb redis.UniversalClient, key string) (stat
 		return state{}, nil
 	}
 	st := state{Table: m["table"], Column: m["column"], Slot: m["slot"], Publication: m["publication"],
-		OID: m["oid"], Phase: m["phase"], exists: true}
+		OID: m["oid"], Phase: m["phase"], PendingV: m["pending_v"], exists: true}
 	lsn := func(f string) (pglogrepl.LSN, error) {
 		if m[f] == "" {
 			return 0, nil

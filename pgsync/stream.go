@@ -302,6 +302,14 @@ func (x *stream) commit(ctx context.Context, t *txn) error {
 	return nil
 }
 
+// applyTimeout bounds the time a group may take once begun.
+const applyTimeout = time.Minute
+
+// callsVersion names the way calls cuts a group into calls. It is stored
+// with a pending group: a run of another version must not replay it
+// under ids its calls would not match.
+const callsVersion = "1"
+
 // chunk is the most keys one call of a run sends. It is a constant, not a
 // setting: a group applied again after a crash must make the same calls
 // under the same ids.
@@ -371,6 +379,10 @@ func calls(cp pglogrepl.LSN, group []*txn) []call {
 // the next run applies the same group again under the same ids (within
 // the once window: see replayAllowed), so each change lands once.
 func (x *stream) flush(ctx context.Context) error {
+	// A group started is finished even when ctx is done, so that a sync
+	// stopped by its context leaves nothing pending.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+	defer cancel()
 	if len(x.group) == 0 {
 		x.pending = 0
 		return nil
@@ -383,7 +395,7 @@ func (x *stream) flush(ctx context.Context) error {
 			return err
 		}
 		x.s.update(func(st *Stats) { st.Replayed++ })
-	} else if err := x.cfg.Redis.HSet(ctx, x.key, "pending", end.String(), "pending_at", unixMilli(now)).Err(); err != nil {
+	} else if err := x.cfg.Redis.HSet(ctx, x.key, "pending", end.String(), "pending_at", unixMilli(now), "pending_v", callsVersion).Err(); err != nil {
 		return fmt.Errorf("pgsync: redis: %w", err)
 	}
 	if err := x.s.at("pending"); err != nil {
@@ -422,7 +434,7 @@ func (x *stream) flush(ctx context.Context) error {
 func (x *stream) record(ctx context.Context, end pglogrepl.LSN) error {
 	pipe := x.cfg.Redis.TxPipeline()
 	pipe.HSet(ctx, x.key, "lsn", end.String(), "at", unixMilli(time.Now()))
-	pipe.HDel(ctx, x.key, "pending", "pending_at")
+	pipe.HDel(ctx, x.key, "pending", "pending_at", "pending_v")
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("pgsync: redis: %w", err)
 	}
@@ -465,7 +477,9 @@ func (x *stream) counted(group []*txn, misses int64) {
 // the truncate are applied without ids. Applied again after a crash, it
 // does the same from scratch, so it needs no ids and no window.
 func (x *stream) applyTruncate(ctx context.Context, t *txn) error {
-	if err := x.cfg.Redis.HSet(ctx, x.key, "pending", t.end.String(), "pending_at", unixMilli(time.Now())).Err(); err != nil {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+	defer cancel()
+	if err := x.cfg.Redis.HSet(ctx, x.key, "pending", t.end.String(), "pending_at", unixMilli(time.Now()), "pending_v", callsVersion).Err(); err != nil {
 		return fmt.Errorf("pgsync: redis: %w", err)
 	}
 	if err := x.f.Drop(ctx); err != nil {
