@@ -1,0 +1,192 @@
+package pgsync
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// target is the table and key column a sync follows, as the database
+// names them.
+type target struct {
+	oid    uint32
+	name   string // schema-qualified and quoted, for SQL
+	column string // as in the catalog
+	attnum int16
+}
+
+// keyTypes are the types whose text form identifies a value: two keys are
+// equal exactly when their texts are, in the snapshot and in the stream
+// alike. numeric is not (1.0 = 1.00), nor are floats, json or arrays.
+var keyTypes = []string{"int2", "int4", "int8", "text", "varchar", "bpchar", "uuid"}
+
+// checkTarget checks that the table and key column exist, that the key's
+// type can be read as text, and that the replica identity gives the old
+// key of an UPDATE or DELETE. It reads only.
+func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) {
+	var t target
+	var ident, kind string
+	err := db.QueryRow(ctx, `SELECT c.oid, format('%I.%I', n.nspname, c.relname), c.relreplident::text, c.relkind::text
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, cfg.Table).
+		Scan(&t.oid, &t.name, &ident, &kind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, fmt.Errorf("%w: table %q does not exist", ErrInvalid, cfg.Table)
+	}
+	if err != nil {
+		return t, fmt.Errorf("%w: table %q: %v", ErrInvalid, cfg.Table, err)
+	}
+	if kind != "r" && kind != "p" {
+		return t, fmt.Errorf("%w: %s is not a table (relkind %s)", ErrInvalid, t.name, kind)
+	}
+	var typ string
+	err = db.QueryRow(ctx, `SELECT a.attname, a.attnum,
+			CASE WHEN ty.typtype = 'd' THEN (SELECT b.typname FROM pg_type b WHERE b.oid = ty.typbasetype) ELSE ty.typname END
+		FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
+		WHERE a.attrelid = $1 AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, t.oid, cfg.KeyColumn).
+		Scan(&t.column, &t.attnum, &typ)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, fmt.Errorf("%w: table %s has no column %q", ErrInvalid, t.name, cfg.KeyColumn)
+	}
+	if err != nil {
+		return t, fmt.Errorf("pgsync: postgres: column %q: %w", cfg.KeyColumn, err)
+	}
+	if !slices.Contains(keyTypes, typ) {
+		return t, fmt.Errorf("%w: key column %s.%s is of type %s, whose text does not identify a value: want one of %v",
+			ErrInvalid, t.name, t.column, typ, keyTypes)
+	}
+	var inIdentity bool
+	switch ident {
+	case "f":
+		inIdentity = true
+	case "d", "i":
+		err = db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = $1
+			AND (CASE WHEN $2 = 'd' THEN i.indisprimary ELSE i.indisreplident END) AND $3 = ANY (i.indkey::int2[]))`,
+			t.oid, ident, t.attnum).Scan(&inIdentity)
+		if err != nil {
+			return t, fmt.Errorf("pgsync: postgres: replica identity of %s: %w", t.name, err)
+		}
+	}
+	if !inIdentity {
+		return t, fmt.Errorf("%w: the replica identity of %s does not include %s, so a DELETE would not tell which key to remove: make %s the primary key (REPLICA IDENTITY DEFAULT) or ALTER TABLE %s REPLICA IDENTITY FULL",
+			ErrInvalid, t.name, t.column, t.column, t.name)
+	}
+	return t, nil
+}
+
+// checkPublication checks that the publication exists and publishes every
+// change of the table's key column, unfiltered. It reads only.
+func checkPublication(ctx context.Context, db *pgx.Conn, cfg Config, t target) error {
+	var wal string
+	if err := db.QueryRow(ctx, `SHOW wal_level`).Scan(&wal); err != nil {
+		return fmt.Errorf("pgsync: postgres: %w", err)
+	}
+	if wal != "logical" {
+		return fmt.Errorf("%w: wal_level is %s: logical replication needs wal_level = logical (postgresql.conf, then restart)", ErrInvalid, wal)
+	}
+	var ins, upd, del, trunc bool
+	err := db.QueryRow(ctx, `SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1`,
+		cfg.Publication).Scan(&ins, &upd, &del, &trunc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: publication %q does not exist: CREATE PUBLICATION %s FOR TABLE %s", ErrInvalid, cfg.Publication, cfg.Publication, t.name)
+	}
+	if err != nil {
+		return fmt.Errorf("pgsync: postgres: publication %q: %w", cfg.Publication, err)
+	}
+	if !ins || !upd || !del || !trunc {
+		return fmt.Errorf("%w: publication %q does not publish every kind of change (insert %v, update %v, delete %v, truncate %v): a change it leaves out would be missed",
+			ErrInvalid, cfg.Publication, ins, upd, del, trunc)
+	}
+	var row []byte
+	err = db.QueryRow(ctx, `SELECT to_jsonb(p) FROM pg_publication_tables p
+		WHERE p.pubname = $1 AND format('%I.%I', p.schemaname, p.tablename) = $2`, cfg.Publication, t.name).Scan(&row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: publication %q does not include table %s: ALTER PUBLICATION %s ADD TABLE %s",
+			ErrInvalid, cfg.Publication, t.name, cfg.Publication, t.name)
+	}
+	if err != nil {
+		return fmt.Errorf("pgsync: postgres: publication %q: %w", cfg.Publication, err)
+	}
+	var pt struct { // PostgreSQL 15 and later: column lists and row filters
+		Attnames  []string `json:"attnames"`
+		Rowfilter *string  `json:"rowfilter"`
+	}
+	_ = json.Unmarshal(row, &pt)
+	if pt.Rowfilter != nil {
+		return fmt.Errorf("%w: publication %q filters the rows of %s (WHERE %s): the filter would miss rows", ErrInvalid, cfg.Publication, t.name, *pt.Rowfilter)
+	}
+	if pt.Attnames != nil && !slices.Contains(pt.Attnames, t.column) {
+		return fmt.Errorf("%w: publication %q leaves column %s of %s out", ErrInvalid, cfg.Publication, t.column, t.name)
+	}
+	return nil
+}
+
+// slotInfo is a row of pg_replication_slots.
+type slotInfo struct {
+	exists    bool
+	plugin    string
+	logical   bool
+	database  string
+	active    bool
+	activePID int32
+}
+
+// readSlot reads the slot's row, if any.
+func readSlot(ctx context.Context, db *pgx.Conn, name string) (slotInfo, error) {
+	var s slotInfo
+	var typ string
+	var plugin, database *string
+	var pid *int32
+	err := db.QueryRow(ctx, `SELECT plugin, slot_type, database, active, active_pid FROM pg_replication_slots WHERE slot_name = $1`, name).
+		Scan(&plugin, &typ, &database, &s.active, &pid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s, nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("pgsync: postgres: slot %s: %w", name, err)
+	}
+	s.exists, s.logical = true, typ == "logical"
+	if plugin != nil {
+		s.plugin = *plugin
+	}
+	if database != nil {
+		s.database = *database
+	}
+	if pid != nil {
+		s.activePID = *pid
+	}
+	return s, nil
+}
+
+// waitSlot reads the slot until no process streams from it, for up to
+// wait, and fails with ErrSlotActive after that.
+func waitSlot(ctx context.Context, db *pgx.Conn, name string, wait time.Duration) (slotInfo, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		s, err := readSlot(ctx, db, name)
+		if err != nil || !s.active {
+			return s, err
+		}
+		if time.Now().After(deadline) {
+			return s, fmt.Errorf("%w: slot %s is used by another process (pid %d): stop it, or choose another slot", ErrSlotActive, name, s.activePID)
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// checkSlot checks that an existing slot can be the sync's: logical,
+// pgoutput, in the connected database.
+func checkSlot(s slotInfo, name, database string) error {
+	if s.exists && (!s.logical || s.plugin != "pgoutput" || s.database != database) {
+		return fmt.Errorf("%w: slot %s is not a pgoutput logical slot of database %s (plugin %q, database %q)", ErrInvalid, name, database, s.plugin, s.database)
+	}
+	return nil
+}

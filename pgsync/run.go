@@ -1,0 +1,287 @@
+package pgsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/rbloom/rbloom"
+)
+
+// Run checks the table, the publication, the slot and the filter, then
+// loads the table into the filter if it is not loaded yet, and follows
+// the table until ctx is done (it then returns ctx.Err()) or something
+// fails. Everything is checked before the first write: a bad
+// configuration fails with ErrInvalid, ErrFilter, ErrSlotMissing,
+// ErrSlotActive or ErrWindowPassed and writes nothing. Run may be called
+// again after it returns, by this process or another: it goes on from
+// what the filter holds (see README.md for the crash points).
+func (s *Sync) Run(ctx context.Context) error {
+	err := s.run(ctx)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+func (s *Sync) run(ctx context.Context) error {
+	cfg := s.cfg
+	s.update(func(st *Stats) { st.Phase = "starting" })
+	db, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("pgsync: postgres: %w", err)
+	}
+	defer db.Close(context.Background())
+	t, err := checkTarget(ctx, db, cfg)
+	if err != nil {
+		return err
+	}
+	if err := checkPublication(ctx, db, cfg, t); err != nil {
+		return err
+	}
+	var database string
+	if err := db.QueryRow(ctx, `SELECT current_database()`).Scan(&database); err != nil {
+		return fmt.Errorf("pgsync: postgres: %w", err)
+	}
+	key := stateKey(cfg.KeyPrefix, cfg.Filter)
+	st, err := readState(ctx, cfg.Redis, key)
+	if err != nil {
+		return err
+	}
+	slot, err := readSlot(ctx, db, cfg.Slot)
+	if err != nil {
+		return err
+	}
+	if err := checkSlot(slot, cfg.Slot, database); err != nil {
+		return err
+	}
+
+	// The filter: a counting one, or none.
+	f, err := rbloom.OpenCounting(ctx, cfg.Redis, cfg.Filter, rbloom.Options{KeyPrefix: cfg.KeyPrefix})
+	exists := err == nil
+	switch {
+	case err == nil, errors.Is(err, rbloom.ErrNotFound):
+	case errors.Is(err, rbloom.ErrParamsMismatch):
+		return fmt.Errorf("%w: %v: a sync keeps a counting filter", ErrFilter, err)
+	case errors.Is(err, rbloom.ErrNotFilter), errors.Is(err, rbloom.ErrDamaged):
+		if !cfg.Reload {
+			return fmt.Errorf("%w: %v: reload to replace it", ErrFilter, err)
+		}
+	default:
+		return fmt.Errorf("pgsync: redis: %w", err)
+	}
+
+	fresh := false
+	switch {
+	case cfg.Reload:
+		fresh = true
+	case !st.exists:
+		if exists {
+			return fmt.Errorf("%w: filter %s exists but no sync loaded it (no %s): drop it, choose another name, or reload", ErrFilter, cfg.Filter, key)
+		}
+		if slot.exists {
+			return fmt.Errorf("%w: slot %s exists but the filter has no sync state: it is another consumer's slot, or the state was lost; choose another slot, drop it (SELECT pg_drop_replication_slot('%s')), or reload",
+				ErrInvalid, cfg.Slot, cfg.Slot)
+		}
+		fresh = true
+	case st.Table != t.name || st.Column != t.column || st.Slot != cfg.Slot || st.Publication != cfg.Publication:
+		return fmt.Errorf("%w: filter %s follows %s.%s through slot %s and publication %s, not %s.%s through %s and %s",
+			ErrFilter, cfg.Filter, st.Table, st.Column, st.Slot, st.Publication, t.name, t.column, cfg.Slot, cfg.Publication)
+	case st.Phase != "loaded":
+		fresh = true // a load that did not finish: its snapshot is gone, start again
+	case st.OID != fmt.Sprint(t.oid):
+		return fmt.Errorf("%w: table %s was dropped and created again since filter %s was loaded (oid %s, now %d): reload", ErrFilter, t.name, cfg.Filter, st.OID, t.oid)
+	case !slot.exists:
+		return fmt.Errorf("%w: slot %s, which the sync of filter %s streams from, does not exist: the changes since it was dropped are lost to the filter; reload", ErrSlotMissing, cfg.Slot, cfg.Filter)
+	case !exists:
+		return fmt.Errorf("%w: filter %s is missing from Redis though the sync loaded it (evicted, deleted, a Redis without persistence?): reload", ErrFilter, cfg.Filter)
+	case st.Pending > st.LSN:
+		if st.PendingV != callsVersion {
+			return fmt.Errorf("%w: a group of transactions was left pending by a version of pgsync that cuts groups into calls otherwise (%q, this one %q): replaying it could apply changes twice; run that version until nothing is pending, or reload",
+				ErrFilter, st.PendingV, callsVersion)
+		}
+		if err := replayAllowed(st.PendingAt, time.Now()); err != nil {
+			return err
+		}
+	}
+	if slot.exists {
+		if slot, err = waitSlot(ctx, db, cfg.Slot, cfg.SlotWait); err != nil {
+			return err
+		}
+	}
+	if cfg.Reload && st.exists && st.Slot != "" && st.Slot != cfg.Slot {
+		// The sync being replaced used another slot: it must not be running.
+		if _, err := waitSlot(ctx, db, st.Slot, cfg.SlotWait); err != nil {
+			return fmt.Errorf("%w (the filter's previous sync)", err)
+		}
+	}
+
+	// Every check passed: from here on the sync writes.
+	if err := s.at("checked"); err != nil {
+		return err
+	}
+	repl, err := connectReplication(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer repl.Close(context.Background())
+	if fresh {
+		if f == nil {
+			if f, err = rbloom.NewCounting(cfg.Redis, cfg.Filter, cfg.filterOptions()); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
+			}
+		}
+		if st, f, err = s.load(ctx, db, repl, t, f, slot.exists); err != nil {
+			return err
+		}
+		s.cfg.Reload = false // loaded: a later Run goes on from here
+	}
+	str := &stream{s: s, cfg: cfg, conn: repl, db: db, f: f, t: t, key: key,
+		cp: st.CP, applied: st.LSN, pending: st.Pending, pendingAt: st.PendingAt, keyIdx: -1}
+	s.update(func(x *Stats) { x.Phase = "streaming"; x.AppliedLSN = st.LSN.String() })
+	return str.run(ctx)
+}
+
+// connectReplication opens a connection in logical replication mode.
+func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, error) {
+	pc, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Config.DatabaseURL: %v", ErrInvalid, err)
+	}
+	pc.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("pgsync: postgres: replication connection: %w", err)
+	}
+	return conn, nil
+}
+
+// loadBatch is the number of keys of one AddManyOnce of the initial load.
+const loadBatch = 5000
+
+// load makes the filter equal to the table: it marks the state
+// "loading", drops the slot (if dropSlot), creates the slot with an
+// exported snapshot, drops and creates the filter, adds every key of that
+// snapshot, and marks the state "loaded" at the slot's consistent point. A load that
+// dies before that mark is started again from scratch by the next Run:
+// its snapshot died with its connection.
+func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t target, f *rbloom.Counting, dropSlot bool) (state, *rbloom.Counting, error) {
+	cfg := s.cfg
+	s.update(func(x *Stats) { x.Phase = "loading"; x.Loaded = 0 })
+	key := stateKey(cfg.KeyPrefix, cfg.Filter)
+	st := state{Table: t.name, Column: t.column, Slot: cfg.Slot, Publication: cfg.Publication, OID: fmt.Sprint(t.oid), Phase: "loading", exists: true}
+	// Mark the load first, so that a crash anywhere below leaves "loading"
+	// and the next run starts over (dropping the slot this one made). No
+	// DEL: a second sync started at the same moment writes the same fields
+	// here and is stopped below, by PostgreSQL, before it drops anything.
+	if err := cfg.Redis.HSet(ctx, key, "table", st.Table, "column", st.Column, "slot", st.Slot,
+		"publication", st.Publication, "oid", st.OID, "phase", st.Phase).Err(); err != nil {
+		return st, f, fmt.Errorf("pgsync: redis: %w", err)
+	}
+	if dropSlot {
+		if _, err := db.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, cfg.Slot); err != nil {
+			return st, f, fmt.Errorf("pgsync: postgres: drop slot %s: %w", cfg.Slot, err)
+		}
+	}
+	// Creating the slot is the exclusive step: of two syncs, one fails here.
+	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, cfg.Slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+	if err != nil {
+		return st, f, fmt.Errorf("pgsync: postgres: create slot %s: %w", cfg.Slot, err)
+	}
+	if st.CP, err = pglogrepl.ParseLSN(res.ConsistentPoint); err != nil {
+		return st, f, fmt.Errorf("pgsync: postgres: slot %s: consistent point %q: %w", cfg.Slot, res.ConsistentPoint, err)
+	}
+	pipe := cfg.Redis.TxPipeline()
+	pipe.HDel(ctx, key, "lsn", "at", "pending", "pending_at")
+	pipe.HSet(ctx, key, "cp", st.CP.String())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return st, f, fmt.Errorf("pgsync: redis: %w", err)
+	}
+	if err := f.Drop(ctx); err != nil {
+		return st, f, fmt.Errorf("pgsync: redis: %w", err)
+	}
+	// A reload may replace a filter of other sizing: create it as configured.
+	if f, err = rbloom.NewCounting(cfg.Redis, cfg.Filter, cfg.filterOptions()); err != nil {
+		return st, f, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := f.Create(ctx); err != nil {
+		return st, f, fmt.Errorf("pgsync: redis: %w", err)
+	}
+
+	// The snapshot lives until the replication connection's next command:
+	// read the whole table in it on another connection first.
+	loadConn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return st, f, fmt.Errorf("pgsync: postgres: %w", err)
+	}
+	defer loadConn.Close(context.Background())
+	tx, err := loadConn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return st, f, fmt.Errorf("pgsync: postgres: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(res.SnapshotName)); err != nil {
+		return st, f, fmt.Errorf("pgsync: postgres: set snapshot: %w", err)
+	}
+	col := quoteIdent(t.column)
+	rows, err := tx.Query(ctx, fmt.Sprintf("SELECT %s::text FROM %s WHERE %s IS NOT NULL", col, t.name, col))
+	if err != nil {
+		return st, f, fmt.Errorf("pgsync: postgres: load: %w", err)
+	}
+	defer rows.Close()
+	keys := make([]string, 0, loadBatch)
+	batch := 0
+	flush := func() error {
+		if len(keys) == 0 {
+			return nil
+		}
+		if _, err := f.AddManyOnce(ctx, keys, loadID(st.CP, batch)); err != nil {
+			return fmt.Errorf("pgsync: redis: load: %w", err)
+		}
+		n := int64(len(keys))
+		s.update(func(x *Stats) { x.Loaded += n })
+		batch++
+		keys = keys[:0]
+		return s.at("load-batch")
+	}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return st, f, fmt.Errorf("pgsync: postgres: load: %w", err)
+		}
+		if keys = append(keys, k); len(keys) == loadBatch {
+			if err := flush(); err != nil {
+				return st, f, err
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return st, f, fmt.Errorf("pgsync: postgres: load: %w", err)
+	}
+	if err := flush(); err != nil {
+		return st, f, err
+	}
+	st.Phase, st.LSN, st.At = "loaded", st.CP, time.Now()
+	if err := cfg.Redis.HSet(ctx, key, "table", st.Table, "column", st.Column, "slot", st.Slot, "publication", st.Publication,
+		"oid", st.OID, "cp", st.CP.String(), "phase", st.Phase, "lsn", st.LSN.String(), "at", unixMilli(st.At)).Err(); err != nil {
+		return st, f, fmt.Errorf("pgsync: redis: %w", err)
+	}
+	return st, f, nil
+}
+
+// loadID is the operation id of the n-th batch of the load from the slot
+// created at cp. A load is never resumed (its snapshot dies with it), so
+// these ids only make go-redis's re-sends of one batch apply once.
+func loadID(cp pglogrepl.LSN, n int) string {
+	return fmt.Sprintf("pgsync:%s:load:%d", cp, n)
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }

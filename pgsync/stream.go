@@ -1,0 +1,535 @@
+package pgsync
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/rbloom/rbloom"
+)
+
+// op is one change to the filter: add or remove one key. idx is its index
+// among the ops of its transaction.
+type op struct {
+	remove bool
+	key    string
+	idx    int
+}
+
+// txn is a transaction of the table's changes, as the stream delivered it.
+type txn struct {
+	commit, end pglogrepl.LSN // its commit record's start and end
+	at          time.Time     // its commit time
+	received    time.Time     // when its begin arrived
+	ops         []op
+	truncated   bool // the table was truncated: ops are those after the (last) truncate
+}
+
+// stream applies the replication stream to the filter.
+type stream struct {
+	s    *Sync
+	cfg  Config
+	conn *pgconn.PgConn
+	db   *pgx.Conn
+	f    *rbloom.Counting
+	t    target
+	key  string
+
+	cp        pglogrepl.LSN // the slot's consistent point: part of every id
+	applied   pglogrepl.LSN // every commit before it is in the filter
+	pending   pglogrepl.LSN // a group left pending by the last run ends here (0: none)
+	pendingAt time.Time
+
+	keyIdx     int  // the key's column in the table's relation message
+	cur        *txn // the transaction being received
+	group      []*txn
+	groupOps   int
+	serverEnd  pglogrepl.LSN
+	nextStatus time.Time
+	nextSlot   time.Time
+}
+
+const statusInterval = time.Second
+
+func (x *stream) run(ctx context.Context) error {
+	args := []string{"proto_version '1'", "publication_names " + quoteLiteral(quoteIdent(x.cfg.Publication))}
+	err := pglogrepl.StartReplication(ctx, x.conn, x.cfg.Slot, x.applied, pglogrepl.StartReplicationOptions{Mode: pglogrepl.LogicalReplication, PluginArgs: args})
+	if err != nil {
+		if pe, ok := err.(*pgconn.PgError); ok && pe.Code == "55006" { // object_in_use
+			return fmt.Errorf("%w: slot %s: %v", ErrSlotActive, x.cfg.Slot, err)
+		}
+		return fmt.Errorf("pgsync: postgres: start replication: %w", err)
+	}
+	for {
+		now := time.Now()
+		if !now.Before(x.nextStatus) {
+			if err := x.status(ctx, len(x.group) == 0 && x.cur == nil); err != nil {
+				return err
+			}
+		}
+		if !now.Before(x.nextSlot) {
+			x.nextSlot = now.Add(5 * time.Second)
+			var retained int64
+			if err := x.db.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1`, x.cfg.Slot).Scan(&retained); err != nil {
+				return fmt.Errorf("pgsync: postgres: slot %s: %w", x.cfg.Slot, err)
+			}
+			x.s.update(func(st *Stats) { st.RetainedWALBytes = retained })
+		}
+		deadline := x.nextStatus
+		if len(x.group) > 0 && x.pending == 0 {
+			if d := x.group[0].received.Add(x.cfg.MaxDelay); d.Before(deadline) {
+				deadline = d
+			}
+		}
+		if !deadline.After(now) {
+			if err := x.flush(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		raw, err := x.conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("pgsync: postgres: replication stream: %w", err)
+		}
+		switch msg := raw.(type) {
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("pgsync: postgres: replication stream: %w", pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyData:
+			if err := x.copyData(ctx, msg.Data); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// copyData handles one message of the stream.
+func (x *stream) copyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		k, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("pgsync: postgres: keepalive: %w", err)
+		}
+		x.serverAt(k.ServerWALEnd)
+		if x.cur == nil && x.pending != 0 && k.ServerWALEnd >= x.pending {
+			// Every transaction of the pending group was sent again.
+			if err := x.flush(ctx); err != nil {
+				return err
+			}
+		}
+		if x.cur == nil && len(x.group) == 0 && x.pending == 0 && k.ServerWALEnd > x.applied {
+			// Nothing is open or waiting: every transaction committed before
+			// the server's position was sent and is applied.
+			if err := x.record(ctx, k.ServerWALEnd); err != nil {
+				return err
+			}
+		}
+		if k.ReplyRequested {
+			return x.status(ctx, false)
+		}
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("pgsync: postgres: xlogdata: %w", err)
+		}
+		x.serverAt(xld.ServerWALEnd)
+		m, err := pglogrepl.Parse(xld.WALData)
+		if err != nil {
+			return fmt.Errorf("pgsync: postgres: pgoutput: %w", err)
+		}
+		return x.message(ctx, m)
+	}
+	return nil
+}
+
+// message handles one pgoutput message.
+func (x *stream) message(ctx context.Context, m pglogrepl.Message) error {
+	switch m := m.(type) {
+	case *pglogrepl.RelationMessage:
+		if m.RelationID != x.t.oid {
+			return nil
+		}
+		x.keyIdx = -1
+		for i, c := range m.Columns {
+			if c.Name == x.t.column {
+				if c.Flags&1 == 0 {
+					return fmt.Errorf("%w: the replica identity of %s no longer includes %s (REPLICA IDENTITY %c): a DELETE would not tell which key to remove",
+						ErrInvalid, x.t.name, x.t.column, m.ReplicaIdentity)
+				}
+				x.keyIdx = i
+			}
+		}
+		if x.keyIdx < 0 {
+			return fmt.Errorf("%w: table %s no longer has column %s", ErrInvalid, x.t.name, x.t.column)
+		}
+	case *pglogrepl.BeginMessage:
+		x.cur = &txn{commit: m.FinalLSN, at: m.CommitTime, received: time.Now()}
+	case *pglogrepl.InsertMessage:
+		if m.RelationID != x.t.oid {
+			return nil
+		}
+		k, ok, _, err := x.keyOf(m.Tuple)
+		if err != nil || !ok {
+			return err
+		}
+		x.add(op{key: k})
+	case *pglogrepl.UpdateMessage:
+		if m.RelationID != x.t.oid || m.OldTuple == nil {
+			return nil // no old key: the key did not change
+		}
+		oldKey, oldOK, _, err := x.keyOf(m.OldTuple)
+		if err != nil {
+			return err
+		}
+		newKey, newOK, unchanged, err := x.keyOf(m.NewTuple)
+		if err != nil {
+			return err
+		}
+		if unchanged || (oldOK == newOK && oldKey == newKey) {
+			return nil
+		}
+		if oldOK {
+			x.add(op{remove: true, key: oldKey})
+		}
+		if newOK {
+			x.add(op{key: newKey})
+		}
+	case *pglogrepl.DeleteMessage:
+		if m.RelationID != x.t.oid {
+			return nil
+		}
+		k, ok, _, err := x.keyOf(m.OldTuple)
+		if err != nil || !ok {
+			return err
+		}
+		x.add(op{remove: true, key: k})
+	case *pglogrepl.TruncateMessage:
+		for _, id := range m.RelationIDs {
+			if id == x.t.oid && x.cur != nil {
+				x.cur.truncated, x.cur.ops = true, nil
+			}
+		}
+	case *pglogrepl.CommitMessage:
+		t := x.cur
+		x.cur = nil
+		if t == nil {
+			return fmt.Errorf("pgsync: postgres: pgoutput: commit %s without begin", m.CommitLSN)
+		}
+		t.commit, t.end = m.CommitLSN, m.TransactionEndLSN
+		return x.commit(ctx, t)
+	}
+	return nil
+}
+
+// keyOf reads the key column of a tuple: ok is false for NULL, unchanged
+// true for a TOASTed value the tuple does not carry.
+func (x *stream) keyOf(td *pglogrepl.TupleData) (key string, ok, unchanged bool, err error) {
+	if x.keyIdx < 0 {
+		return "", false, false, fmt.Errorf("pgsync: postgres: pgoutput: a change of %s before its relation message", x.t.name)
+	}
+	if td == nil || x.keyIdx >= len(td.Columns) {
+		return "", false, false, fmt.Errorf("pgsync: postgres: pgoutput: a tuple of %s without column %s", x.t.name, x.t.column)
+	}
+	c := td.Columns[x.keyIdx]
+	switch c.DataType {
+	case pglogrepl.TupleDataTypeText:
+		return string(c.Data), true, false, nil
+	case pglogrepl.TupleDataTypeNull:
+		return "", false, false, nil
+	case pglogrepl.TupleDataTypeToast:
+		return "", false, true, nil
+	}
+	return "", false, false, fmt.Errorf("pgsync: postgres: pgoutput: column %s in format %c, want text", x.t.column, c.DataType)
+}
+
+// add appends an op to the transaction being received.
+func (x *stream) add(o op) {
+	if x.cur == nil {
+		return
+	}
+	o.idx = len(x.cur.ops)
+	if x.cur.truncated {
+		o.idx = -1 // applied without ids: see applyTruncate
+	}
+	x.cur.ops = append(x.cur.ops, o)
+}
+
+// commit takes a committed transaction into the group to apply.
+func (x *stream) commit(ctx context.Context, t *txn) error {
+	if t.commit < x.applied {
+		return nil // in the filter already: applied (and recorded) before a crash
+	}
+	if x.pending != 0 && t.end > x.pending {
+		// Past the group a crashed run left pending: apply that first, as it was.
+		if err := x.flush(ctx); err != nil {
+			return err
+		}
+	}
+	if t.truncated {
+		if err := x.flush(ctx); err != nil {
+			return err
+		}
+		return x.applyTruncate(ctx, t)
+	}
+	x.group = append(x.group, t)
+	x.groupOps += len(t.ops)
+	if len(x.group) == 1 {
+		x.s.mu.Lock()
+		x.s.oldest = t.at
+		x.s.mu.Unlock()
+	}
+	if x.pending != 0 {
+		if t.end >= x.pending {
+			return x.flush(ctx)
+		}
+		return nil
+	}
+	if x.groupOps >= x.cfg.MaxBatch {
+		return x.flush(ctx)
+	}
+	return nil
+}
+
+// applyTimeout bounds the time a group may take once begun.
+const applyTimeout = time.Minute
+
+// callsVersion names the way calls cuts a group into calls. It is stored
+// with a pending group: a run of another version must not replay it
+// under ids its calls would not match.
+const callsVersion = "1"
+
+// chunk is the most keys one call of a run sends. It is a constant, not a
+// setting: a group applied again after a crash must make the same calls
+// under the same ids.
+const chunk = 5000
+
+// call is one AddManyOnce or RemoveManyOnce of a group.
+type call struct {
+	remove bool
+	keys   []string
+	id     string
+}
+
+// opID is the operation id of the call that starts with the idx-th op of
+// the transaction committed at commit, on the slot created at cp. Each op
+// of the stream has one position (commit, idx), the same every time the
+// stream delivers it; cp keeps a reloaded sync's ids apart from the last.
+func opID(cp, commit pglogrepl.LSN, idx int) string {
+	return fmt.Sprintf("pgsync:%s:%s:%d", cp, commit, idx)
+}
+
+// calls splits a group's ops into the calls that apply them. The ops are
+// cut, in order, into segments in which no key appears twice (and no call
+// passes chunk keys); a segment's removes go in one call and its adds in
+// the next. Within a segment the keys are distinct, and adds and removes
+// of distinct keys commute: a key removed was added before the segment,
+// and its counters stay non-zero until its own remove. Each call is named
+// by its first op. The same group gives the same calls.
+func calls(cp pglogrepl.LSN, group []*txn) []call {
+	var cs []call
+	rem, add := call{remove: true}, call{}
+	seen := map[string]bool{}
+	cut := func() {
+		for _, c := range []call{rem, add} {
+			if len(c.keys) > 0 {
+				cs = append(cs, c)
+			}
+		}
+		rem, add = call{remove: true}, call{}
+		clear(seen)
+	}
+	for _, t := range group {
+		for _, o := range t.ops {
+			if seen[o.key] {
+				cut()
+			}
+			c := &add
+			if o.remove {
+				c = &rem
+			}
+			if len(c.keys) == 0 {
+				c.id = opID(cp, t.commit, o.idx)
+			}
+			c.keys = append(c.keys, o.key)
+			seen[o.key] = true
+			if len(c.keys) == chunk {
+				cut()
+			}
+		}
+	}
+	cut()
+	return cs
+}
+
+// flush applies the group: it marks the group pending in Redis, applies
+// its calls in order under their ids, then records the group's end as
+// applied and clears the mark. A crash in between leaves the mark, and
+// the next run applies the same group again under the same ids (within
+// the once window: see replayAllowed), so each change lands once.
+func (x *stream) flush(ctx context.Context) error {
+	// A group started is finished even when ctx is done, so that a sync
+	// stopped by its context leaves nothing pending.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+	defer cancel()
+	if len(x.group) == 0 {
+		x.pending = 0
+		return nil
+	}
+	group := x.group
+	end := group[len(group)-1].end
+	now := time.Now()
+	if x.pending != 0 {
+		if err := replayAllowed(x.pendingAt, now); err != nil {
+			return err
+		}
+		x.s.update(func(st *Stats) { st.Replayed++ })
+	} else if err := x.cfg.Redis.HSet(ctx, x.key, "pending", end.String(), "pending_at", unixMilli(now), "pending_v", callsVersion).Err(); err != nil {
+		return fmt.Errorf("pgsync: redis: %w", err)
+	}
+	if err := x.s.at("pending"); err != nil {
+		return err
+	}
+	var misses int64
+	for _, c := range calls(x.cp, group) {
+		if c.remove {
+			removed, err := x.f.RemoveManyOnce(ctx, c.keys, c.id)
+			if err != nil {
+				return fmt.Errorf("pgsync: redis: %w", err)
+			}
+			for _, r := range removed {
+				if !r {
+					misses++
+				}
+			}
+		} else if _, err := x.f.AddManyOnce(ctx, c.keys, c.id); err != nil {
+			return fmt.Errorf("pgsync: redis: %w", err)
+		}
+		if err := x.s.at("call"); err != nil {
+			return err
+		}
+	}
+	if err := x.record(ctx, end); err != nil {
+		return err
+	}
+	x.counted(group, misses)
+	if err := x.s.at("applied"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// record writes end as applied and clears the pending mark.
+func (x *stream) record(ctx context.Context, end pglogrepl.LSN) error {
+	pipe := x.cfg.Redis.TxPipeline()
+	pipe.HSet(ctx, x.key, "lsn", end.String(), "at", unixMilli(time.Now()))
+	pipe.HDel(ctx, x.key, "pending", "pending_at", "pending_v")
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("pgsync: redis: %w", err)
+	}
+	x.applied, x.pending = end, 0
+	x.s.update(func(st *Stats) {
+		st.AppliedLSN = end.String()
+		st.LagBytes = max(0, int64(x.serverEnd)-int64(end))
+	})
+	return nil
+}
+
+// counted adds an applied group to the stats.
+func (x *stream) counted(group []*txn, misses int64) {
+	var n int64
+	for _, t := range group {
+		n += int64(len(t.ops))
+	}
+	now := time.Now()
+	x.s.mu.Lock()
+	defer x.s.mu.Unlock()
+	x.s.oldest = time.Time{}
+	x.s.rate.add(now, n)
+	st := &x.s.stats
+	st.Applied += n
+	st.Transactions += int64(len(group))
+	st.RemoveMisses += misses
+	st.LastApplyLag = now.Sub(group[0].at)
+	x.group, x.groupOps = nil, 0
+	if x.s.applied != nil {
+		at := make([]time.Time, len(group))
+		for i, t := range group {
+			at[i] = t.at
+		}
+		x.s.applied(at)
+	}
+}
+
+// applyTruncate applies a transaction that truncated the table: the
+// filter is dropped and created empty, and the transaction's changes after
+// the truncate are applied without ids. Applied again after a crash, it
+// does the same from scratch, so it needs no ids and no window.
+func (x *stream) applyTruncate(ctx context.Context, t *txn) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+	defer cancel()
+	if err := x.cfg.Redis.HSet(ctx, x.key, "pending", t.end.String(), "pending_at", unixMilli(time.Now()), "pending_v", callsVersion).Err(); err != nil {
+		return fmt.Errorf("pgsync: redis: %w", err)
+	}
+	if err := x.f.Drop(ctx); err != nil {
+		return fmt.Errorf("pgsync: redis: truncate: %w", err)
+	}
+	if err := x.f.Create(ctx); err != nil {
+		return fmt.Errorf("pgsync: redis: truncate: %w", err)
+	}
+	var misses int64
+	for _, c := range calls(x.cp, []*txn{t}) {
+		if c.remove {
+			removed, err := x.f.RemoveMany(ctx, c.keys)
+			if err != nil {
+				return fmt.Errorf("pgsync: redis: %w", err)
+			}
+			for _, r := range removed {
+				if !r {
+					misses++
+				}
+			}
+		} else if _, err := x.f.AddMany(ctx, c.keys); err != nil {
+			return fmt.Errorf("pgsync: redis: %w", err)
+		}
+	}
+	if err := x.record(ctx, t.end); err != nil {
+		return err
+	}
+	x.group = []*txn{t}
+	x.counted(x.group, misses)
+	return nil
+}
+
+// status tells the server the position the filter holds every change
+// before; idle asks it to answer with its own position at once.
+func (x *stream) status(ctx context.Context, idle bool) error {
+	x.nextStatus = time.Now().Add(statusInterval)
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, x.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: x.applied, ReplyRequested: idle})
+	if err != nil {
+		return fmt.Errorf("pgsync: postgres: status update: %w", err)
+	}
+	return x.s.at("status")
+}
+
+// serverAt notes the end of the server's WAL.
+func (x *stream) serverAt(end pglogrepl.LSN) {
+	if end > x.serverEnd {
+		x.serverEnd = end
+	}
+	x.s.update(func(st *Stats) {
+		st.ServerLSN = x.serverEnd.String()
+		st.LagBytes = max(0, int64(x.serverEnd)-int64(x.applied))
+	})
+}

@@ -1,0 +1,246 @@
+//go:build unix
+
+package pgsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/rbloom/rbloom"
+)
+
+// walNow returns the server's current WAL position.
+func (e *env) walNow(t testing.TB) pglogrepl.LSN {
+	t.Helper()
+	c := e.pg.conn(t)
+	defer c.Close(context.Background())
+	var lsn pglogrepl.LSN
+	if err := c.QueryRow(t.Context(), `SELECT pg_current_wal_lsn()`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// caughtUp waits until the sync's state records every change before the
+// server's current WAL position as applied.
+func (e *env) caughtUp(t testing.TB, filter string) {
+	t.Helper()
+	target := e.walNow(t)
+	key := stateKey("", filter)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, err := readState(t.Context(), e.rdb, key)
+		if err == nil && st.Phase == "loaded" && st.LSN >= target && st.Pending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sync did not catch up with %s: state %+v, %v", target, st, err)
+		}
+	}
+}
+
+// rowKeys returns the table's keys.
+func (e *env) rowKeys(t testing.TB) []string {
+	t.Helper()
+	c := e.pg.conn(t)
+	defer c.Close(context.Background())
+	rows, err := c.Query(t.Context(), `SELECT id::text FROM items`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// checkEqual checks that the filter holds exactly the table's keys: every
+// key present, Info.Items equal to the row count.
+func (e *env) checkEqual(t testing.TB, filter string) {
+	t.Helper()
+	keys := e.rowKeys(t)
+	f, err := rbloom.OpenCounting(t.Context(), e.rdb, filter, rbloom.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := f.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Items != int64(len(keys)) {
+		t.Errorf("Info.Items = %d, want %d (the table's rows)", in.Items, len(keys))
+	}
+	if len(keys) == 0 {
+		return
+	}
+	present, err := f.TestMany(t.Context(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range present {
+		if !p {
+			t.Errorf("Test(%q) = false, want true: a row's key is absent", keys[i])
+		}
+	}
+}
+
+// runSync runs a Sync in the background until the test ends or stop is
+// called; stop returns Run's error.
+func runSync(t testing.TB, s *Sync) (stop func() error) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var err error
+	stopped := false
+	stop = func() error {
+		if !stopped {
+			cancel()
+			err, stopped = <-done, true
+		}
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// TestFollow: a load, then inserts, updates that change the key or not,
+// deletes, a truncate inside a transaction with inserts after it, and a
+// restart, the filter equal to the table after each.
+func TestFollow(t *testing.T) {
+	e := newEnv(t)
+	e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(1, 12000) g`)
+	s, err := New(e.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runSync(t, s)
+	e.caughtUp(t, "items")
+	e.checkEqual(t, "items")
+	if st := s.Stats(); st.Loaded != 12000 || st.Phase != "streaming" {
+		t.Errorf("Stats() = %+v, want 12000 loaded, streaming", st)
+	}
+
+	e.pg.exec(t,
+		`INSERT INTO items SELECT g, 'y' FROM generate_series(20001, 20500) g`,
+		`UPDATE items SET v = 'z' WHERE id <= 100`,                       // key unchanged
+		`UPDATE items SET id = id + 100000 WHERE id BETWEEN 101 AND 300`, // key changed
+		`DELETE FROM items WHERE id BETWEEN 301 AND 1000`,
+		`BEGIN; INSERT INTO items VALUES (5000000, 'a'); DELETE FROM items WHERE id = 5000000; INSERT INTO items VALUES (5000000, 'b'); COMMIT`,
+	)
+	e.caughtUp(t, "items")
+	e.checkEqual(t, "items")
+	f, _ := rbloom.OpenCounting(t.Context(), e.rdb, "items", rbloom.Options{})
+	gone := make([]string, 0, 900)
+	for i := 101; i <= 1000; i++ {
+		gone = append(gone, fmt.Sprint(i))
+	}
+	present, _ := f.TestMany(t.Context(), gone)
+	ghosts := 0
+	for _, p := range present {
+		if p {
+			ghosts++
+		}
+	}
+	if ghosts > 45 { // 1% target; 5% is far off
+		t.Errorf("%d of %d deleted keys test present", ghosts, len(gone))
+	}
+	if st := s.Stats(); st.RemoveMisses != 0 {
+		t.Errorf("Stats().RemoveMisses = %d, want 0", st.RemoveMisses)
+	}
+
+	// A restart goes on from the state, without a load.
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel = %v, want context.Canceled", err)
+	}
+	e.pg.exec(t, `DELETE FROM items WHERE id BETWEEN 1001 AND 2000`)
+	s2, _ := New(e.config())
+	runSync(t, s2)
+	e.caughtUp(t, "items")
+	e.checkEqual(t, "items")
+	if st := s2.Stats(); st.Loaded != 0 || st.Applied != 1000 {
+		t.Errorf("after restart Stats() = %+v, want nothing loaded and 1000 applied", st)
+	}
+
+	e.pg.exec(t, `BEGIN; INSERT INTO items VALUES (7000000, 'a'); TRUNCATE items; INSERT INTO items SELECT g, 't' FROM generate_series(1, 50) g; DELETE FROM items WHERE id = 50; COMMIT`)
+	e.caughtUp(t, "items")
+	e.checkEqual(t, "items")
+}
+
+// TestFollowIdentityFull: a text key that is not the primary key, with
+// REPLICA IDENTITY FULL, NULL keys and duplicate keys (the filter counts
+// each row), and a uuid primary key; key changes and deletes through
+// each.
+func TestFollowIdentityFull(t *testing.T) {
+	e := newEnv(t)
+	e.pg.exec(t,
+		`CREATE TABLE users (id serial PRIMARY KEY, email text)`,
+		`ALTER TABLE users REPLICA IDENTITY FULL`,
+		`CREATE TABLE tokens (id uuid PRIMARY KEY DEFAULT gen_random_uuid())`,
+		`CREATE PUBLICATION users_pub FOR TABLE users, tokens`,
+		`INSERT INTO users (email) SELECT 'u' || g || '@x' FROM generate_series(1, 500) g`,
+		`INSERT INTO users (email) VALUES (NULL), ('dup@x'), ('dup@x')`,
+		`INSERT INTO tokens SELECT FROM generate_series(1, 300)`,
+	)
+	count := func(table, col string) int64 {
+		c := e.pg.conn(t)
+		defer c.Close(context.Background())
+		var n int64
+		if err := c.QueryRow(t.Context(), fmt.Sprintf(`SELECT count(%s) FROM %s`, col, table)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	check := func(filter, table, col string) {
+		t.Helper()
+		e.caughtUp(t, filter)
+		f, _ := rbloom.OpenCounting(t.Context(), e.rdb, filter, rbloom.Options{})
+		in, err := f.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := count(table, col); in.Items != want {
+			t.Errorf("%s: Info.Items = %d, want %d (non-NULL keys)", filter, in.Items, want)
+		}
+	}
+	for _, c := range []struct{ table, col, filter, slot string }{
+		{"users", "email", "emails", "emails_slot"},
+		{"tokens", "id", "tokens", "tokens_slot"},
+	} {
+		cfg := e.config()
+		cfg.Table, cfg.KeyColumn, cfg.Filter, cfg.Slot, cfg.Publication = c.table, c.col, c.filter, c.slot, "users_pub"
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runSync(t, s)
+		check(c.filter, c.table, c.col)
+	}
+	e.pg.exec(t,
+		`UPDATE users SET email = upper(email) WHERE id <= 100`, // key changes, not the primary key
+		`UPDATE users SET email = NULL WHERE id BETWEEN 101 AND 110`,
+		`UPDATE users SET email = 'late@x' WHERE email IS NULL AND id > 500`,
+		`DELETE FROM users WHERE email = 'dup@x' AND id = (SELECT min(id) FROM users WHERE email = 'dup@x')`,
+		`DELETE FROM users WHERE id BETWEEN 200 AND 260`,
+		`UPDATE tokens SET id = gen_random_uuid() WHERE id IN (SELECT id FROM tokens LIMIT 50)`,
+		`DELETE FROM tokens WHERE id IN (SELECT id FROM tokens LIMIT 50)`,
+	)
+	check("emails", "users", "email")
+	check("tokens", "tokens", "id")
+	f, _ := rbloom.OpenCounting(t.Context(), e.rdb, "emails", rbloom.Options{})
+	for key, want := range map[string]bool{"U1@X": true, "u1@x": false, "dup@x": true, "late@x": true, "u230@x": false} {
+		if got, _ := f.Test(t.Context(), key); got != want && want {
+			t.Errorf("Test(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
