@@ -117,7 +117,7 @@ Items, as arguments or one per line on stdin; one line out per item,
   window NAME --events N --bucket D --span D [--error-rate P] [ITEM...]
                         new (added now), or seen within the span, in a window
                         of one filter per bucket (Go: rbloom.NewWindow); a
-                        window stores no settings: give the same every time.
+                        window stores its settings: give the same every time.
                         --info lists its live generations instead: START,
                         ITEMS, BYTES, TTL, tab-separated
 
@@ -125,7 +125,13 @@ Bulk, one item per line of FILE or stdin; a progress bar on a terminal:
   load NAME [FILE]      add them all
   unload NAME [FILE]    remove them all; counting only
   rebuild NAME [FILE]   refill the filter from all the items it should hold,
-                        while it keeps serving: clears ghosts and stuck counters
+                        while it keeps serving: clears ghosts and stuck counters;
+                        with --capacity N (or -m, -k, --partitions) resizes it
+
+Following a PostgreSQL table (logical replication, each change once):
+  sync ...              runs rbloom-sync (module github.com/rbloom/rbloom/pgsync,
+                        kept apart so that rbloom links no database driver);
+                        'rbloom sync -h' for its flags
 
 Redis functions (Redis 7), for applications with Options.UseFunctions:
   functions install     load this version's library (FUNCTION LOAD), on every
@@ -199,6 +205,12 @@ const (
 // errAbsent makes run exit with exitAbsent and no message.
 var errAbsent = errors.New("some items are definitely absent")
 
+// exitStatus makes run exit with that status and no message: another
+// command's (sync), which has said what went wrong itself.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 // run runs rbloom with args (without the program name) and returns the exit
 // status. Errors are written to s.stderr as one line.
 func run(ctx context.Context, args []string, s *sys) int {
@@ -212,6 +224,10 @@ func run(ctx context.Context, args []string, s *sys) int {
 		return exitOK
 	case errors.Is(err, errAbsent):
 		return exitAbsent
+	}
+	var status exitStatus
+	if errors.As(err, &status) {
+		return int(status)
 	}
 	fmt.Fprintln(s.stderr, c.errorLine(err))
 	return exitError
@@ -305,6 +321,9 @@ func (c *cli) main(ctx context.Context, args []string) error {
 	name, rest := rest[0], rest[1:]
 	if name == "bench" {
 		return c.runBench(ctx, rest)
+	}
+	if name == "sync" {
+		return c.runSync(ctx, rest)
 	}
 	if name == "demo" {
 		// demo parses its own flags, as it always has; global flags go
