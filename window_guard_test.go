@@ -188,3 +188,16 @@ func TestWindowOptionsRefused(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+// TestWindowLongSpan: a window of 9,000 buckets (each call names 9,002
+// generations) works: no Lua limit is hit checking which were created.
+func TestWindowLongSpan(t *testing.T) {
+	rdb := realRedis(t)
+	w := must(NewWindow(rdb, "long", WindowOptions{EventsPerBucket: 100, Bucket: time.Second, Span: 9000 * time.Second})).on(t)
+	if seen := must(w.TestOrAddMany(ctx, []string{"a", "b", "a"})).on(t); seen[0] || seen[1] || !seen[2] {
+		t.Errorf("TestOrAddMany = %v, want [false false true]", seen)
+	}
+	if seen := must(w.TestMany(ctx, []string{"a", "c"})).on(t); !seen[0] || seen[1] {
+		t.Errorf("TestMany = %v, want [true false]", seen)
+	}
+}

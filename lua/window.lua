@@ -77,10 +77,15 @@ if not live[1] then
   local bad = canonical(ARGV, FIRST_OFFSET)
   if bad then return reject('ARGS', 'ARGV[' .. bad .. '] is not a decimal offset') end
 end
-local created = redis.call('HMGET', settings, unpack(bucket))
-for g = 1, gens do
-  if not live[g] and created[g] then
-    return reject('DAMAGED', KEYS[g] .. ' was created and is gone: its events cannot be told from new ones')
+-- Which generations were created, asked 1000 at a time (unpack has a
+-- limit, and a span may have 10,000 buckets).
+for lo = 1, gens, 1000 do
+  local hi = math.min(gens, lo + 999)
+  local created = redis.call('HMGET', settings, unpack(bucket, lo, hi))
+  for g = lo, hi do
+    if not live[g] and created[g - lo + 1] then
+      return reject('DAMAGED', KEYS[g] .. ' was created and is gone: its events cannot be told from new ones')
+    end
   end
 end
 if not live[1] and create == '0' then return '?' end
