@@ -23,6 +23,9 @@ type Info struct {
 	Hashes    int     // k, the number of slots per item
 	Capacity  uint64  // n the filter was sized for; 0 when unknown
 	ErrorRate float64 // the false-positive rate targeted at Capacity
+	// IDLifetime is how long operation ids are remembered (stored with
+	// the filter: see Options.IDLifetime).
+	IDLifetime time.Duration
 	// Items is the number of items added minus the number removed. It is
 	// approximate: an Add of an item already present counts again, and a
 	// Remove of a false positive counts too.
@@ -180,7 +183,7 @@ func (f *filter) readInfo(ctx context.Context) (*Info, error) {
 	}
 	in := &Info{
 		Name: f.name, Mode: f.h.mode, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k,
-		Capacity: f.h.capacity, ErrorRate: f.h.errorRate,
+		Capacity: f.h.capacity, ErrorRate: f.h.errorRate, IDLifetime: f.idLifetime,
 	}
 	var firstErr error
 	sound := 0

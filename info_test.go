@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -67,4 +68,15 @@ func TestInfoFill(t *testing.T) {
 			t.Logf("%s: measured FPR %.3f, Info's estimate from slots %.3f, from Items %.3f", mode, measured, in.MeasuredFalsePositiveRate, in.FalsePositiveRate)
 		}
 	})
+}
+
+// TestInfoIDLifetime: Info reports the stored id lifetime.
+func TestInfoIDLifetime(t *testing.T) {
+	rdb := miniRedis(t)
+	c := newCounting(t, rdb, "ids", Options{Capacity: 100, IDLifetime: 90 * time.Second})
+	must(c.Add(ctx, "a")).on(t)
+	opened := must(OpenCounting(ctx, rdb, "ids", Options{})).on(t)
+	if got := must(opened.Info(ctx)).on(t).IDLifetime; got != 90*time.Second {
+		t.Errorf("Info.IDLifetime = %v, want 1m30s", got)
+	}
 }
