@@ -55,7 +55,8 @@ func benchHelp(w io.Writer) {
 	cfg.RegisterFlags(fs)
 	fmt.Fprint(w, "usage: rbloom [-u URL] bench [FLAGS]\n\n"+
 		"Measures the library against plain pipelined BITFIELD commands on one Redis, in\n"+
-		"one run, the rows taking turns (see BENCHMARKS.md). Without -u or REDIS_URL it\n"+
+		"one run, the rows taking turns (see BENCHMARKS.md); where the server has Redis's\n"+
+		"cuckoo filter (CF.*), that too (docs/comparison.md). Without -u or REDIS_URL it\n"+
 		"starts a redis-server on 127.0.0.1. -quick runs a small version in seconds. The\n"+
 		"chart of BENCHMARKS.md comes from the same run in the repository's own command:\n"+
 		"go run ./internal/bench/chart -chart docs/throughput.png\n\nFlags:\n")

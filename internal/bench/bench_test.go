@@ -116,6 +116,17 @@ func TestRunQuick(t *testing.T) {
 		}
 	}
 
+	// Debian's Redis has no CF.*: the cuckoo filter's rows and line are
+	// left out (TestRunQuickCuckoo checks them).
+	if cf, err := hasCuckoo(ctx, rdb); err != nil || cf {
+		t.Fatalf("hasCuckoo = %v, %v: this test wants a server without CF.*", cf, err)
+	}
+	for _, part := range cuckooParts {
+		if strings.Contains(report, part) {
+			t.Errorf("the report has %q, from a server without CF.*", part)
+		}
+	}
+
 	for _, part := range []string{
 		"11. Counting.AddMany vs the seed's k SETBIT round trips (row 8a / row 1): ",
 		"10. Counting.Add from 8 goroutines vs 1 (row 10 / row 9c): ",

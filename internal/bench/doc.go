@@ -21,7 +21,12 @@
 //     laid out like its generations: BITFIELD SET u1 with its k, and its
 //     reads and write done with plain commands;
 //   - single items: Add, Test and Remove one item per call against one plain
-//     BITFIELD per call, and Add from several goroutines against one.
+//     BITFIELD per call, and Add from several goroutines against one;
+//   - only when the server has Redis's cuckoo filter (the CF.* commands of
+//     RedisBloom, as in Redis 8): CF.ADD and CF.DEL pipelined, CF.INSERT and
+//     CF.MEXISTS of a batch per call, against the counting filter's batch
+//     calls. Line 16 then compares memory per item, the false-positive rate
+//     and the cost of deleting false positives (cuckoo.go).
 //
 // Every row runs a slice of its items in each round, one row after the
 // other, so that drift of the machine during the run hits all rows alike.

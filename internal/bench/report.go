@@ -97,6 +97,7 @@ func (b *bench) report(out io.Writer, rows []*row, mem memoryUse, points []point
 		}
 		t.write(&w)
 	}
+	b.reportCuckoo(&w, byID, b.cfUses)
 
 	fmt.Fprintf(&w, `
 How to read it. items/s: a row's items over the wall time of its calls, summed over the rounds; spread: how far

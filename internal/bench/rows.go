@@ -61,7 +61,8 @@ func (r *row) serverPerItem() float64 { return float64(r.server.usec()) / float6
 
 // rows returns the table's rows in the order they run in each round, which
 // is also the order they are printed in: a row that reads or removes items
-// comes after the row that added them.
+// comes after the row that added them. The cuckoo filter's rows come last,
+// and only when the server has it.
 func (b *bench) rows() []*row {
 	c := b.cfg
 	seedItems := b.source("seed", c.SeedItems)
@@ -77,12 +78,6 @@ func (b *bench) rows() []*row {
 	singleLib := b.source("single", c.SingleItems)
 	singleBound := b.source("single-bound", c.SingleItems)
 	concurrent := b.source("concurrent", c.SingleItems)
-	firstHalf := func(items func(int) []string) func(int) []string {
-		return func(round int) []string {
-			s := items(round)
-			return s[:len(s)/2]
-		}
-	}
 	flush := fmt.Sprintf("pipelined, %s per flush", count(c.Batch))
 	perCall := fmt.Sprintf("%s per call", count(c.Batch))
 
@@ -121,10 +116,29 @@ func (b *bench) rows() []*row {
 				return err
 			})
 		}}
+	addMany := &row{id: "8a", name: "Counting.AddMany, " + perCall, vs: incrU4, lib: true, items: countingItems,
+		do: func(ctx context.Context, items []string) error {
+			return chunks(items, c.Batch, func(part []string) error {
+				_, err := b.counting.AddMany(ctx, part)
+				return err
+			})
+		}}
+	testMany := &row{id: "8b", name: "Counting.TestMany, " + perCall, vs: getU4, lib: true, items: countingItems,
+		do: func(ctx context.Context, items []string) error {
+			return chunks(items, c.Batch, func(part []string) error {
+				return allTrue("TestMany", part)(b.counting.TestMany(ctx, part))
+			})
+		}}
+	removeMany := &row{id: "8c", name: "Counting.RemoveMany, " + perCall, vs: incrU4, lib: true, items: firstHalf(countingItems),
+		do: func(ctx context.Context, items []string) error {
+			return chunks(items, c.Batch, func(part []string) error {
+				return allTrue("RemoveMany", part)(b.counting.RemoveMany(ctx, part))
+			})
+		}}
 
 	windowLimit, windowReads, window := b.windowRows()
 
-	return []*row{
+	rows := []*row{
 		{id: "1", name: "seed: k SETBIT, 1 round trip each", vs: setU1, items: seedItems,
 			do: func(ctx context.Context, items []string) error {
 				return seedSetbit(ctx, b.rdb, b.seed, items)
@@ -147,25 +161,7 @@ func (b *bench) rows() []*row {
 			do: func(ctx context.Context, items []string) error {
 				return relay(ctx, b.rdb, b.relay, items, c.Batch)
 			}},
-		{id: "8a", name: "Counting.AddMany, " + perCall, vs: incrU4, lib: true, items: countingItems,
-			do: func(ctx context.Context, items []string) error {
-				return chunks(items, c.Batch, func(part []string) error {
-					_, err := b.counting.AddMany(ctx, part)
-					return err
-				})
-			}},
-		{id: "8b", name: "Counting.TestMany, " + perCall, vs: getU4, lib: true, items: countingItems,
-			do: func(ctx context.Context, items []string) error {
-				return chunks(items, c.Batch, func(part []string) error {
-					return allTrue("TestMany", part)(b.counting.TestMany(ctx, part))
-				})
-			}},
-		{id: "8c", name: "Counting.RemoveMany, " + perCall, vs: incrU4, lib: true, items: firstHalf(countingItems),
-			do: func(ctx context.Context, items []string) error {
-				return chunks(items, c.Batch, func(part []string) error {
-					return allTrue("RemoveMany", part)(b.counting.RemoveMany(ctx, part))
-				})
-			}},
+		addMany, testMany, removeMany,
 		{id: "8d", name: "Classic.AddMany, " + perCall, vs: setU1, lib: true, items: classicItems,
 			do: func(ctx context.Context, items []string) error {
 				return chunks(items, c.Batch, func(part []string) error {
@@ -206,6 +202,12 @@ func (b *bench) rows() []*row {
 				})
 			}},
 	}
+	// Rows 16a-16d only where the server has the cuckoo filter
+	// (cuckoo.go).
+	if b.cf {
+		rows = append(rows, b.cuckooRows(addMany, testMany, removeMany)...)
+	}
+	return rows
 }
 
 // runRounds runs every row on its slice of items, round after round, and

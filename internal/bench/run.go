@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,6 +55,9 @@ type bench struct {
 	winMem  windowUse        // the window's memory after its row
 	records *rbloom.Counting // the filter whose operation records are measured
 	recs    recordUse
+
+	cf     bool    // the server has CF.*: rows 16a-16d and line 16 (cuckoo.go)
+	cfUses []cfUse // line 16
 }
 
 // Run measures rbloom against the Redis that cfg names, as the package
@@ -99,6 +103,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 	if b.winMem, err = b.window.memory(ctx, b.rdb); err != nil {
 		return fmt.Errorf("bench: memory of the window: %w", err)
 	}
+	if b.cf {
+		if b.cfUses, err = b.measureCuckoo(ctx); err != nil {
+			return fmt.Errorf("bench: cuckoo filter: %w", err)
+		}
+	}
 	var points []point
 	if cfg.Chart != "" {
 		if points, err = b.sweep(ctx); err != nil {
@@ -140,6 +149,11 @@ func (b *bench) setup(ctx context.Context) error {
 	if b.version, err = serverVersion(ctx, b.rdb); err != nil {
 		return err
 	}
+	// A server that refuses COMMAND (some managed ones rename it) is
+	// measured without the cuckoo filter, as one without CF.* is.
+	if b.cf, err = hasCuckoo(ctx, b.rdb); err != nil {
+		b.progress(fmt.Sprintf("cuckoo filter not measured: %v", err))
+	}
 	opts := rbloom.Options{Capacity: uint64(b.cfg.N), ErrorRate: b.cfg.P}
 	if b.counting, err = rbloom.NewCounting(b.rdb, countingName, opts); err != nil {
 		return err
@@ -162,6 +176,11 @@ func (b *bench) setup(ctx context.Context) error {
 	}
 	if err := b.classic.Create(ctx); err != nil {
 		return err
+	}
+	if b.cf {
+		if err := b.setupCuckoo(ctx); err != nil {
+			return err
+		}
 	}
 	// The plain keys take m and k from the header of the library's own
 	// filter (README.md, "On Redis"), which must be in one partition.
@@ -230,14 +249,17 @@ func (b *bench) deleteKeys(ctx context.Context) error {
 	if err := b.classic.Drop(ctx); err != nil {
 		return err
 	}
-	keys := append([]string{keyLimitU4, keyLimitU1, keySeed, keyNaive, keyRelay}, plainWindowKeys(b.cfg.WindowGens)...)
+	keys := append([]string{keyLimitU4, keyLimitU1, keySeed, keyNaive, keyRelay, keyCFAdd, keyCFInsert}, plainWindowKeys(b.cfg.WindowGens)...)
+	for _, bucket := range cfBucketSizes {
+		keys = append(keys, keyCFFull+strconv.Itoa(bucket))
+	}
 	if err := b.rdb.Del(ctx, keys...).Err(); err != nil {
 		return err
 	}
 	// What else the library wrote (operation records, the window's
 	// generations), whatever its keys are called: each has the name in
 	// braces, for the hash slot.
-	for _, name := range []string{countingName, classicName, windowName, recordsName} {
+	for _, name := range []string{countingName, classicName, windowName, recordsName, cfCountingName} {
 		if err := b.deleteMatching(ctx, "*{"+name+"}*"); err != nil {
 			return err
 		}
