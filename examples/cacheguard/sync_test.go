@@ -230,17 +230,27 @@ func TestRowsInsertedBehindTheServiceSynced(t *testing.T) {
 func waitStatus(t *testing.T, get func(string) (int, string), ids []string, want int) (byFilterCount int) {
 	t.Helper()
 	left := slices.Clone(ids)
-	eventually(t, 10*time.Second, fmt.Sprintf("%d lookups to answer %d", len(ids), want), func() bool {
+	last := map[string]string{} // the last answer of each id left
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		left = slices.DeleteFunc(left, func(id string) bool {
 			code, by := get(id)
 			if code == want && by == string(byFilter) {
 				byFilterCount++
 			}
+			last[id] = fmt.Sprintf("%s: %d by the %s", id, code, by)
 			return code == want
 		})
-		return len(left) == 0
-	})
-	return byFilterCount
+		if len(left) == 0 {
+			return byFilterCount
+		}
+		if time.Now().After(deadline) {
+			var answers []string
+			for _, id := range left[:min(len(left), 5)] {
+				answers = append(answers, last[id])
+			}
+			t.Fatalf("after 10s, %d of %d lookups do not answer %d: %q ...", len(left), len(ids), want, answers)
+		}
+	}
 }
 
 // eventually calls cond every 20 ms until it reports true, and fails the
