@@ -5,21 +5,28 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rbloom/rbloom"
 	"github.com/rbloom/rbloom/pgsync"
+	"github.com/rbloom/rbloom/rbloomtest"
 )
 
 // Rows inserted, deleted and re-keyed by psql, behind the service's back,
@@ -41,13 +48,7 @@ func TestRowsInsertedBehindTheServiceSynced(t *testing.T) {
 	defer tbl.Close()
 	sql := func(stmts ...string) {
 		t.Helper()
-		args := []string{url, "-v", "ON_ERROR_STOP=1", "-q"}
-		for _, s := range stmts {
-			args = append(args, "-c", s)
-		}
-		if out, err := exec.CommandContext(ctx, psql, args...).CombinedOutput(); err != nil {
-			t.Fatalf("psql %q: %v\n%s", stmts, err, out)
-		}
+		runPsql(t, psql, url, stmts...)
 	}
 	// Rows there before the service: enough that the load takes a moment.
 	const stable = 20_000
@@ -272,6 +273,83 @@ func mustStats(t *testing.T, g *guard) pgsync.Stats {
 		t.Fatal("the sync is not running")
 	}
 	return st
+}
+
+// main's wiring of the sync mode: run with -sync creates the publication,
+// starts the sync, serves lookups from the filter once it is loaded, sees
+// rows psql inserts, and returns nil when its context is done.
+func TestRunSyncMode(t *testing.T) {
+	psql := lookPsql(t)
+	url := startPostgres(t, "-c", "wal_level=logical")
+	t.Setenv("DATABASE_URL", url)
+	t.Setenv("REDIS_URL", "redis://"+rbloomtest.StartRedis(t))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, addr, "", "items", rbloom.Options{Capacity: 10_000, ErrorRate: 0.01},
+			syncFlags{url: url, publication: "cacheguard_items", slot: "cacheguard_items"})
+	}()
+	get := func(id string) (int, string) {
+		resp, err := http.Get("http://" + addr + "/items/" + id)
+		if err != nil {
+			return 0, err.Error()
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("X-Answered-By")
+	}
+	eventually(t, 20*time.Second, "the service to answer 404 by the filter", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("run returned %v", err)
+		default:
+		}
+		code, by := get("x1")
+		return code == http.StatusNotFound && by == string(byFilter)
+	})
+	runPsql(t, psql, url, `INSERT INTO items VALUES ('x1', 'psql')`)
+	waitStatus(t, get, []string{"x1"}, http.StatusOK)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run after its context was cancelled = %v, want nil", err)
+	}
+
+	// A filter the dual-write mode loaded is not the sync's: the service
+	// stops with the sync's error, rather than serve from it.
+	rdb := redis.NewClient(&redis.Options{Addr: strings.TrimPrefix(os.Getenv("REDIS_URL"), "redis://")})
+	defer rdb.Close()
+	dual, err := rbloom.NewCounting(rdb, "dual", rbloom.Options{Capacity: 10_000, ErrorRate: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dual.Add(t.Context(), "item:x1"); err != nil {
+		t.Fatal(err)
+	}
+	err = run(t.Context(), addr, "", "dual", rbloom.Options{Capacity: 10_000, ErrorRate: 0.01},
+		syncFlags{url: url, publication: "cacheguard_items", slot: "dual"})
+	if !errors.Is(err, pgsync.ErrFilter) {
+		t.Errorf("run on a filter the sync did not load = %v, want %v", err, pgsync.ErrFilter)
+	}
+}
+
+// runPsql runs SQL statements with the psql client, each in a transaction
+// of its own, failing the test on error.
+func runPsql(t *testing.T, psql, url string, stmts ...string) {
+	t.Helper()
+	args := []string{url, "-v", "ON_ERROR_STOP=1", "-q"}
+	for _, s := range stmts {
+		args = append(args, "-c", s)
+	}
+	if out, err := exec.CommandContext(t.Context(), psql, args...).CombinedOutput(); err != nil {
+		t.Fatalf("psql %q: %v\n%s", stmts, err, out)
+	}
 }
 
 // lookPsql returns the path of psql, or skips the test (fails it under CI).
