@@ -6,6 +6,7 @@ require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/rbloom/rbloom v0.0.0-00010101000000-000000000000
+	github.com/rbloom/rbloom/pgsync v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	modernc.org/sqlite v1.61.1
 )
@@ -14,6 +15,8 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/jackc/pgio v1.0.0 // indirect
+	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -32,3 +35,5 @@ require (
 )
 
 replace github.com/rbloom/rbloom => ../..
+
+replace github.com/rbloom/rbloom/pgsync => ../../pgsync

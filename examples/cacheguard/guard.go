@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -46,6 +47,12 @@ type guard struct {
 	// test: set by warm, which must return before the guard serves.
 	lineage string
 
+	// follow, when set, is the sync mode: a pgsync.Sync keeps the filter
+	// equal to the table (see sync.go), and the guard only reads the
+	// filter. insert and delete write the table alone, and lookups trust
+	// the filter's "absent" only once follow says the sync has loaded it.
+	follow *follower
+
 	// crash, when set, is called between the filter write and the database
 	// write of insert and delete, before delete's remove, and between the
 	// batches of warm. Tests make it panic, to stop the work where a dying
@@ -65,8 +72,19 @@ const (
 // first: when it says id is definitely absent, the database is not.
 func (g *guard) get(ctx context.Context, id string) (string, answeredBy, error) {
 	g.stats.lookups.Add(1)
-	// One round trip asks for the key and the marker together.
-	maybe, err := g.filter.TestMany(ctx, []string{filterItem(id), readyItem(g.lineage)})
+	var maybe []bool
+	var err error
+	if g.follow != nil {
+		// The sync's phase stands for the marker: until it has loaded the
+		// table, the filter's "absent" is no answer.
+		maybe = []bool{false, g.follow.loaded()}
+		if maybe[1] {
+			maybe[0], err = g.filter.Test(ctx, id)
+		}
+	} else {
+		// One round trip asks for the key and the marker together.
+		maybe, err = g.filter.TestMany(ctx, []string{filterItem(id), readyItem(g.lineage)})
+	}
 	switch {
 	case err != nil:
 		// Redis failed: the database still knows. Never guess "absent".
@@ -90,6 +108,9 @@ func (g *guard) get(ctx context.Context, id string) (string, answeredBy, error) 
 // insert inserts row id, or returns errExists. It adds id to the filter
 // before it inserts the row: see guard.
 func (g *guard) insert(ctx context.Context, id, value string) error {
+	if g.follow != nil {
+		return g.insertSynced(ctx, id, value)
+	}
 	if _, err := g.filter.Add(ctx, filterItem(id)); err != nil {
 		// The row is not inserted. The add may have been applied all the
 		// same: a ghost at worst.
@@ -118,6 +139,15 @@ func (g *guard) insert(ctx context.Context, id, value string) error {
 // delete deletes row id, or returns errNotFound. It removes id from the
 // filter after the row is deleted, and only if a row was: see guard.
 func (g *guard) delete(ctx context.Context, id string) error {
+	if g.follow != nil {
+		// The sync removes the key once the delete is committed. Until
+		// then the key tests present, and lookups ask the database.
+		deleted, err := g.table.delete(ctx, id)
+		if err == nil && !deleted {
+			err = errNotFound
+		}
+		return err
+	}
 	deleted, err := g.table.delete(ctx, id)
 	if err != nil {
 		return err // the row may be gone all the same: a ghost at worst
@@ -172,3 +202,38 @@ func (g *guard) step(name, id string) {
 		g.crash(name, id)
 	}
 }
+
+// insertSynced is insert in the sync mode: it inserts the row, and leaves
+// the filter to the sync. It returns once the filter holds id, waiting at
+// most syncWait for the sync to apply the insert, so that a client that
+// looks the row up after its 201 is not answered 404 from a filter that
+// has not caught up yet (other writers of the table have no such wait:
+// their rows are answered 404 for the sync's lag, some milliseconds).
+func (g *guard) insertSynced(ctx context.Context, id, value string) error {
+	inserted, err := g.table.insert(ctx, id, value)
+	if err != nil {
+		return err
+	}
+	if !inserted {
+		return errExists
+	}
+	deadline := time.Now().Add(syncWait)
+	for {
+		present, err := g.filter.Test(ctx, id)
+		if err != nil || present {
+			return nil // with Redis failing, lookups ask the database
+		}
+		if time.Now().After(deadline) {
+			log.Printf("sync: %q not in the filter %v after its insert (the sync is behind or down)", id, syncWait)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil // the row is inserted
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// syncWait bounds how long an insert in the sync mode waits for the sync.
+const syncWait = 2 * time.Second

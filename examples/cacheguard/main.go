@@ -12,6 +12,19 @@
 // DATABASE_URL (postgres://...) selects PostgreSQL instead of SQLite, and
 // REDIS_URL (redis://host:6379/0) a real Redis instead of the in-memory one.
 //
+// With PostgreSQL, -sync is the recommended mode:
+//
+//	DATABASE_URL=postgres://app@db/shop go run ./examples/cacheguard -sync postgres://repl@db/shop
+//
+// A pgsync.Sync, in this process, keeps the filter equal to the table from
+// logical replication (wal_level=logical; the -sync URL's user needs the
+// REPLICATION attribute), and the service only reads the filter: whatever
+// writes the table (psql, a migration, another service) is seen. The
+// service creates the publication if it is missing; the sync creates its
+// slot and the filter, which must not be one the dual-write mode loaded
+// (choose another -filter, or drop it). Without -sync the service writes
+// the filter itself, next to each write of the table (guard.go).
+//
 // guard.go holds the idea: the order of the two writes that keeps the filter
 // free of false negatives when the process dies between them. ready.go holds
 // the rule that decides, at start, whether the filter in Redis holds every
@@ -44,16 +57,29 @@ func main() {
 	name := flag.String("filter", "cacheguard-items", "name of the filter in Redis")
 	capacity := flag.Uint64("capacity", 1_000_000, "number of rows the filter is sized for")
 	errorRate := flag.Float64("error-rate", 0.01, "false-positive rate wanted at capacity")
+	syncURL := flag.String("sync", "", "PostgreSQL URL of a user with REPLICATION: keep the filter equal to the table by logical replication, and never write it from the service (needs DATABASE_URL)")
+	publication := flag.String("publication", "cacheguard_items", "with -sync: the publication of the table items, created if missing")
+	slot := flag.String("slot", "cacheguard_items", "with -sync: the replication slot, created by the sync")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr, *sqlitePath, *name, rbloom.Options{Capacity: *capacity, ErrorRate: *errorRate}); err != nil {
+	sync := syncFlags{url: *syncURL, publication: *publication, slot: *slot}
+	if err := run(ctx, *addr, *sqlitePath, *name, rbloom.Options{Capacity: *capacity, ErrorRate: *errorRate}, sync); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, addr, sqlitePath, name string, opts rbloom.Options) error {
+// syncFlags are the flags of the sync mode; url "" is the dual-write mode.
+type syncFlags struct{ url, publication, slot string }
+
+func run(ctx context.Context, addr, sqlitePath, name string, opts rbloom.Options, sync syncFlags) error {
+	if sync.url != "" && os.Getenv("DATABASE_URL") == "" {
+		return errors.New("-sync follows a PostgreSQL table: set DATABASE_URL too")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	syncFailed := make(chan error, 1) // the sync's error that stops the service
 	if sqlitePath == "" && os.Getenv("DATABASE_URL") == "" {
 		dir, err := os.MkdirTemp("", "cacheguard-")
 		if err != nil {
@@ -78,12 +104,27 @@ func run(ctx context.Context, addr, sqlitePath, name string, opts rbloom.Options
 		return err
 	}
 	g := &guard{table: tbl, filter: filter, rdb: rdb, record: recordKey(name)}
-	start := time.Now()
-	n, err := g.warm(ctx, 10_000)
-	if err != nil {
-		return fmt.Errorf("warm the filter: %w", err)
+	if sync.url != "" {
+		if err := tbl.ensurePublication(ctx, sync.publication); err != nil {
+			return err
+		}
+		g.follow = &follower{}
+		go func() {
+			err := g.follow.run(ctx, syncConfig(sync.url, sync.publication, sync.slot, rdb, name, opts))
+			if err != nil {
+				syncFailed <- fmt.Errorf("sync: %w", err)
+				cancel()
+			}
+		}()
+		log.Printf("filter %q kept by the sync (slot %s, publication %s): lookups go to the database until it is loaded", name, sync.slot, sync.publication)
+	} else {
+		start := time.Now()
+		n, err := g.warm(ctx, 10_000)
+		if err != nil {
+			return fmt.Errorf("warm the filter: %w", err)
+		}
+		log.Printf("filter %q ready (%d keys loaded from the table in %v)", name, n, time.Since(start).Round(time.Millisecond))
 	}
-	log.Printf("filter %q ready (%d keys loaded from the table in %v)", name, n, time.Since(start).Round(time.Millisecond))
 
 	srv := &http.Server{Addr: addr, Handler: g.handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -96,7 +137,12 @@ func run(ctx context.Context, addr, sqlitePath, name string, opts rbloom.Options
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	return nil
+	select {
+	case err := <-syncFailed:
+		return err
+	default:
+		return nil
+	}
 }
 
 // openDatabase opens PostgreSQL when DATABASE_URL is set, else SQLite in

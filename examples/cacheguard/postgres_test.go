@@ -18,7 +18,7 @@ import (
 )
 
 // The end-to-end test again, on PostgreSQL through pgx: skipped when the
-// PostgreSQL server is not installed, CI included (it does not install it).
+// PostgreSQL server is not installed (failed under CI, which installs it).
 func TestEndToEndPostgres(t *testing.T) {
 	tbl, err := openPostgres(t.Context(), startPostgres(t))
 	if err != nil {
@@ -29,15 +29,17 @@ func TestEndToEndPostgres(t *testing.T) {
 }
 
 // startPostgres starts a PostgreSQL server for this test on 127.0.0.1 and a
-// free port, with a new data directory and no fsync, and returns its URL. It
-// skips the test when initdb is not found. As root it runs the server as
-// the user postgres, since PostgreSQL refuses to run as root.
-func startPostgres(t *testing.T) string {
+// free port, with a new data directory, no fsync and the server options
+// args (-c name=value ...), and returns its URL, of the user postgres
+// without a password. It skips the test when initdb is not found (fails it
+// under CI). As root it runs the server as the user postgres, since
+// PostgreSQL refuses to run as root.
+func startPostgres(t *testing.T, args ...string) string {
 	initdb, err := exec.LookPath("initdb")
 	if err != nil {
 		found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 		if len(found) == 0 {
-			t.Skip("PostgreSQL server not installed (no initdb; apt-get install -y postgresql): skipping")
+			skipOrFail(t, "PostgreSQL server not installed (no initdb; apt-get install -y postgresql)")
 		}
 		initdb = found[len(found)-1]
 	}
@@ -51,7 +53,7 @@ func startPostgres(t *testing.T) string {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			t.Skip("running as root, and no user postgres to run PostgreSQL as: skipping")
+			skipOrFail(t, "running as root, and no user postgres to run PostgreSQL as")
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
@@ -79,7 +81,7 @@ func startPostgres(t *testing.T) string {
 	}
 	defer logFile.Close()
 	server := exec.Command(filepath.Join(filepath.Dir(initdb), "postgres"),
-		"-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-k", dir, "-F")
+		append([]string{"-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-k", dir, "-F"}, args...)...)
 	server.SysProcAttr = attr
 	server.Stdout, server.Stderr = logFile, logFile
 	if err := server.Start(); err != nil {
@@ -108,4 +110,14 @@ func startPostgres(t *testing.T) string {
 			t.Fatalf("PostgreSQL did not start: %v\n%s", err, log)
 		}
 	}
+}
+
+// skipOrFail skips the test with msg, or fails it under CI (env CI set),
+// where a missing server means a broken setup.
+func skipOrFail(t *testing.T, msg string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + " ($CI is set, so this is a failure, not a skip)")
+	}
+	t.Skip(msg + ": skipping")
 }

@@ -46,7 +46,8 @@ import (
 //
 // Not covered: rows inserted by another tool, which must Add their keys
 // first as insert does (or DELETE FROM rbloom_meta and restart the
-// service; until then they are answered 404); a database swapped while the
+// service; until then they are answered 404; with PostgreSQL, the sync
+// mode sees them: sync.go); a database swapped while the
 // service runs; and Redis losing writes it acknowledged (a failover, a
 // restart from an older snapshot: see the rbloom README).
 func (g *guard) trusted(ctx context.Context) (lineage string, ok bool, err error) {
