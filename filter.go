@@ -48,6 +48,9 @@ const (
 // redis.UniversalClient are Clients.
 type Client interface {
 	Pipeline() redis.Pipeliner
+	// TxPipeline carries reads that must see one state of a key (MULTI
+	// and EXEC; on a cluster, one transaction per hash slot).
+	TxPipeline() redis.Pipeliner
 }
 
 // filter holds what both kinds of filter share. It is immutable.

@@ -13,8 +13,9 @@ import (
 
 // OpenCounting returns the counting filter called name as stored in Redis,
 // its parameters read from there. o gives the handle's settings (MustExist,
-// TTL, KeyPrefix, IDLifetime, WaitReplicas, WaitTimeout, MaxItems); its
-// sizing fields must be zero (ErrInvalidOptions). It fails with
+// TTL, KeyPrefix, WaitReplicas, WaitTimeout, MaxItems, UseFunctions); the
+// fields stored with the filter (Capacity, ErrorRate, Slots, Hashes,
+// Partitions, IDLifetime) must be zero (ErrInvalidOptions). It fails with
 // ErrParamsMismatch when the filter is a classic one, and otherwise as Open
 // does.
 func OpenCounting(ctx context.Context, rdb Client, name string, o Options) (*Counting, error) {
@@ -57,7 +58,7 @@ func Open(ctx context.Context, rdb Client, name string) (Filter, error) {
 
 func openMode(ctx context.Context, rdb Client, name string, o Options, mode Mode) (*filter, error) {
 	if o.sized() {
-		return nil, callError("open", failf(ErrInvalidOptions, "Capacity, ErrorRate, Slots, Hashes and Partitions come from Redis: leave them zero"))
+		return nil, callError("open", failf(ErrInvalidOptions, "Capacity, ErrorRate, Slots, Hashes, Partitions and IDLifetime come from Redis: leave them zero"))
 	}
 	f, err := open(ctx, rdb, name, o)
 	if err == nil && f.h.mode != mode {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -29,6 +30,14 @@ type partRead struct {
 	size    *redis.IntCmd
 	slots   []*redis.IntSliceCmd
 	answers [][]int // the positions each BITFIELD_RO answers for
+	// again reads the header and length after the slots, when the reads
+	// are not in a transaction (see sendReads): nil otherwise.
+	again *partRead
+}
+
+// changed reports whether r's partition changed while it was read.
+func (r *partRead) changed() bool {
+	return r.again != nil && (r.again.head.Val() != r.head.Val() || r.again.size.Val() != r.size.Val())
 }
 
 // minSlots returns for each item the smallest of its k slots: 0 means
@@ -49,9 +58,9 @@ func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int
 func (f *filter) readChunk(ctx context.Context, chunk []string, mins []int64) error {
 	pl := f.place(chunk)
 	reads, err := f.sendReads(ctx, pl)
-	for wait := (backoff{}); unapplied(err); { // reads are safe to send again
+	for wait := (backoff{}); unapplied(err) || slices.ContainsFunc(reads, (*partRead).changed); { // reads are safe to send again
 		if err2 := wait.next(ctx); err2 != nil {
-			return fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
+			return fmt.Errorf("%w (the cluster kept refusing the read, or the filter kept changing under it: %v)", err2, err)
 		}
 		reads, err = f.sendReads(ctx, pl)
 	}
@@ -110,16 +119,39 @@ func (f *filter) readChunk(ctx context.Context, chunk []string, mins []int64) er
 	return nil
 }
 
-// sendReads sends, in one pipeline, the reads of the items placed by pl.
+// sendReads sends, in one round trip, the reads of the items placed by
+// pl. They go in a transaction (MULTI, EXEC): in a plain pipeline, Redis
+// may run another client's commands between the header check and the
+// slot reads, and a partition deleted, expired or replaced (a resize's
+// switch) in between would read as zeros, or at the wrong positions:
+// "absent" for items it held.
 func (f *filter) sendReads(ctx context.Context, pl placement) ([]*partRead, error) {
+	reads, err := f.queueReads(ctx, pl, true)
+	if redis.HasErrorPrefix(err, "EXECABORT") {
+		// A Redis out of memory refuses to queue commands in a
+		// transaction, reads included. Then the header and length are read
+		// again after the slots, in the same pipeline, and a partition
+		// that changed in between is read again (a deleted key cannot come
+		// back meanwhile: the server refuses new data).
+		reads, err = f.queueReads(ctx, pl, false)
+	}
+	return reads, err
+}
+
+// queueReads sends the reads of sendReads, in transactions or, without
+// inTx, in one pipeline with each partition's header read twice.
+func (f *filter) queueReads(ctx context.Context, pl placement, inTx bool) ([]*partRead, error) {
 	perCall := maxCallSlots / f.h.k
-	pipe := f.rdb.Pipeline()
-	var reads []*partRead
+	var touched []int
 	for p, group := range pl.groups {
-		if len(group) == 0 {
-			continue
+		if len(group) > 0 {
+			touched = append(touched, p)
 		}
-		key := f.parts[p].key
+	}
+	reads := make([]*partRead, len(touched))
+	queue := func(pipe redis.Pipeliner, i int) {
+		p := touched[i]
+		key, group := f.parts[p].key, pl.groups[p]
 		r := &partRead{p: p, head: pipe.GetRange(ctx, key, 0, headerSize-1), size: pipe.StrLen(ctx, key)}
 		for a, b := range spans(len(group), perCall) {
 			args := make([]any, 0, 2+(b-a)*f.h.k*3)
@@ -128,10 +160,55 @@ func (f *filter) sendReads(ctx context.Context, pl placement) ([]*partRead, erro
 			_ = pipe.Process(ctx, cmd)
 			r.slots, r.answers = append(r.slots, cmd), append(r.answers, group[a:b])
 		}
-		reads = append(reads, r)
+		if !inTx {
+			r.again = &partRead{head: pipe.GetRange(ctx, key, 0, headerSize-1), size: pipe.StrLen(ctx, key)}
+		}
+		reads[i] = r
 	}
-	_, err := pipe.Exec(ctx)
-	return reads, err
+	if !inTx {
+		pipe := f.rdb.Pipeline()
+		for i := range touched {
+			queue(pipe, i)
+		}
+		_, err := pipe.Exec(ctx)
+		return reads, err
+	}
+	return reads, f.transact(ctx, touched, queue)
+}
+
+// transact sends, in one round trip, the commands queue puts in a
+// pipeline for each of the partitions ps, each partition's in a
+// transaction: one MULTI for all on a single server, one per partition on
+// a cluster (MULTI takes the keys of one hash slot), all at once. It
+// returns the first error.
+func (f *filter) transact(ctx context.Context, ps []int, queue func(pipe redis.Pipeliner, i int)) error {
+	cc, ok := f.rdb.(*redis.ClusterClient)
+	if !ok {
+		pipe := f.rdb.TxPipeline()
+		for i := range ps {
+			queue(pipe, i)
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i := range ps {
+		pipe := cc.TxPipeline()
+		queue(pipe, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = pipe.Exec(ctx)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // survey is whether each partition of a filter exists, and its length.

@@ -229,9 +229,10 @@ func (r rebuilder) step(ctx context.Context, step string, sites []site, withInc 
 	f := r.f
 	lease := strconv.FormatInt(rebuildLease.Milliseconds(), 10)
 	ttl := f.ttlMS
-	if r.resize && step == "switch" {
-		// The new filter's partitions that did not exist take the TTL
-		// left to the filter's (the switch keeps their own to the others).
+	if step == "switch" {
+		// A partition that did not exist (a lost one, or a new one of a
+		// resize) takes the TTL left to the filter's others, not the
+		// rebuilding handle's; the switch keeps their own to the others.
 		var err error
 		if ttl, err = f.ttlLeft(ctx); err != nil {
 			return fmt.Errorf("%s: %w", step, err)

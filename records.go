@@ -32,14 +32,14 @@ import (
 // call's number in the chunk. A replayed operation id may come from
 // another process, later: its field is a hash of the id, in one of
 // onceShards hashes per bucket, looked up in the buckets from one ahead (a
-// clock running fast) to four behind, which cover keep.
+// clock running fast) to five behind, which cover keep plus a bucket of clock skew.
 const (
 	recordChunk          = 100 // records per hash of a handle's random records
 	onceFieldBytes       = 12  // an operation id's field: a hash of the id
 	recordTagBytes       = 8   // an operation id's tag: a digest of its items
 	onceShards           = 256 // hashes per bucket of operation ids' records
 	recordBucketsPerKeep = 4
-	onceRecordKeys       = recordBucketsPerKeep + 2 // buckets b, b+1, b-1 ... b-4
+	onceRecordKeys       = recordBucketsPerKeep + 3 // buckets b, b+1, b-1 ... b-5
 )
 
 // record is where one script call keeps its answer.
@@ -91,7 +91,10 @@ func onceRecord(key, op string, seq int, id, tag string, keep, retry time.Durati
 	hash := func(b int64) string { return key + ":r:" + strconv.FormatInt(b, 10) + ":once:" + shard }
 	keys := make([]string, 0, onceRecordKeys)
 	keys = append(keys, hash(b), hash(b+1))
-	for d := int64(1); d <= recordBucketsPerKeep; d++ {
+	// Back to b-5: a record is found for keep after its call by clocks
+	// up to a bucket (a quarter of keep) apart, which may put the replay
+	// up to keep plus a bucket, five buckets, later.
+	for d := int64(1); d <= recordBucketsPerKeep+1; d++ {
 		keys = append(keys, hash(b-d))
 	}
 	ttl := max(keep.Milliseconds()+2*span, retry.Milliseconds()+span)

@@ -46,6 +46,8 @@ var aclCommands = []string{
 	"+hmget",        // windows: which generations were created (window.lua, TestMany)
 	"+hkeys",        // window.lua: the generations its settings still list
 	"+hdel",         // window.lua: forget generations older than the window
+	"+multi",        // reads: a partition's header and slots in one transaction
+	"+exec",         // ... (a plain pipeline could see the key change between)
 }
 
 const aclUser, aclPassword = "rbloom", "acl-pw-7Tq2"

@@ -163,23 +163,28 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
 		chunk := events[lo:hi]
 		pl := f.place(chunk)
-		pipe := f.rdb.Pipeline()
 		type read struct {
 			at   []int
 			gens []*redis.IntSliceCmd // one per live generation
 		}
-		var reads []read
 		type check struct {
 			p        int
 			settings *redis.SliceCmd    // 's', then whether each generation was created
 			heads    []*redis.StringCmd // each generation's header
 			sizes    []*redis.IntCmd
 		}
-		var checks []check
+		var touched []int
 		for p, group := range pl.groups {
-			if len(group) == 0 {
-				continue
+			if len(group) > 0 {
+				touched = append(touched, p)
 			}
+		}
+		checks := make([]check, len(touched))
+		perPart := make([][]read, len(touched))
+		// One state of each partition's generations, as read.go's reads.
+		err := f.transact(ctx, touched, func(pipe redis.Pipeliner, i int) {
+			p := touched[i]
+			group := pl.groups[p]
 			// Each generation read is checked as window.lua checks it: a
 			// missing one that was created is damage, not "not seen".
 			c := check{p: p}
@@ -191,7 +196,7 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 				c.sizes = append(c.sizes, pipe.StrLen(ctx, key))
 			}
 			c.settings = pipe.HMGet(ctx, w.settingsKey(p), fields...)
-			checks = append(checks, c)
+			checks[i] = c
 			for a, z := range spans(len(group), perCall) {
 				r := read{at: group[a:z]}
 				for g := b - int64(w.gens); g <= b+1; g++ {
@@ -200,11 +205,15 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 					_ = pipe.Process(ctx, cmd)
 					r.gens = append(r.gens, cmd)
 				}
-				reads = append(reads, r)
+				perPart[i] = append(perPart[i], r)
 			}
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		})
+		if err != nil {
 			return nil, callError("window test", err)
+		}
+		var reads []read
+		for _, rs := range perPart {
+			reads = append(reads, rs...)
 		}
 		for _, c := range checks {
 			vals := c.settings.Val()

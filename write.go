@@ -127,7 +127,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 				break
 			}
 			if forward != nil {
-				err := f.forward(ctx, target, forward)
+				err := f.forward(ctx, target, op, forward)
 				if errors.Is(err, ErrRebuildLost) && try < 5 {
 					// The resize switched or gave up meanwhile: the calls
 					// go again as they were, to find out which.
@@ -180,8 +180,10 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 // forward adds items to the copies of the filter that f is being resized
 // into, whose header add.lua answered with: before they are added to f's
 // own partitions, so that the new filter holds every item the old one does
-// when it takes its place (rebuild.go).
-func (f *filter) forward(ctx context.Context, target string, items []string) error {
+// when it takes its place (rebuild.go). Under an operation id, the forward
+// is applied once too: a caller that sends the id again after a failure
+// does not add the items to the copies a second time.
+func (f *filter) forward(ctx context.Context, target string, op writeOp, items []string) error {
 	h, err := parseHeader(target)
 	if err != nil {
 		return fmt.Errorf("the header of the filter %s is resized into: %w", f.name, err)
@@ -190,7 +192,12 @@ func (f *filter) forward(ctx context.Context, target string, items []string) err
 	for p := range next.parts {
 		next.parts[p].key = copyKey(next.parts[p].key)
 	}
-	if err := next.fill(ctx, items); err != nil {
+	fwd := next.addOp()
+	fwd.create, fwd.fill = false, true
+	if op.opID != "" {
+		fwd.opID, fwd.keep = op.opID, op.keep
+	}
+	if _, err := next.write(ctx, fwd, items); err != nil {
 		return fmt.Errorf("%s is being resized, and the new filter's copies refused the items (open it again once the resize is over): %w", f.name, err)
 	}
 	return nil

@@ -78,11 +78,6 @@ if not exists then
   if bad then return reject('ARGS', 'ARGV[' .. bad .. '] is not a decimal offset') end
 end
 if exists and n == 0 then return '' end -- nothing to add, nothing to record
-if exists and create ~= 'f' and string.byte(head, MARK_BYTE + 1) == MARK_RESIZE then
-  local target = redis.call('GETRANGE', copyKey, 0, HEADER - 1)
-  if #target == HEADER then return '!' .. target end
-  -- No target: the resize is over or lapsed, and its mark stayed.
-end
 
 -- absent reads every slot of the items and returns the answers, the
 -- BITFIELD arguments that add those that test absent, and how many those
@@ -125,6 +120,12 @@ local out, adds = nil, n
 if onlyAbsent == '1' then out, bitfield, adds = absent() end
 if limit > 0 and adds > 0 and (exists and itemsOf(head) or 0) + adds > limit then
   return reject('FULL', key .. ' would hold more than ' .. limit .. ' items')
+end
+-- After the bound: an add refused with FULL must not reach the new filter.
+if exists and create ~= 'f' and string.byte(head, MARK_BYTE + 1) == MARK_RESIZE then
+  local target = redis.call('GETRANGE', copyKey, 0, HEADER - 1)
+  if #target == HEADER then return '!' .. target end
+  -- No target: the resize is over or lapsed, and its mark stayed.
 end
 
 if not exists then

@@ -161,12 +161,14 @@ local function replay(first, field, tag, inc)
   return nil
 end
 
--- remember records answer in the hash key, which expires ttl ms after its
--- first record; inc and tag as in replay.
+-- remember records answer in the hash key, which then lives at least ttl
+-- ms more: a hash of operation ids is shared by every process, and one
+-- whose client re-sends later than the others' must not see its record
+-- expire with a hash another process made. inc and tag as in replay.
 local function remember(key, field, tag, inc, answer, ttl)
   if tag == '' then inc = '' end
   redis.call('HSET', key, field, inc .. tag .. answer)
-  if redis.call('PTTL', key) < 0 then redis.call('PEXPIRE', key, ttl) end
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
 
 -- build appends op <type> <offset> value to args for each offset in

@@ -114,7 +114,7 @@ func TestTLSURL(t *testing.T) {
 // list sends.
 var cliACL = []any{"ACL", "SETUSER", "app", "reset", "on", ">app-pw", "~rbloom:*", "resetchannels", "-@all",
 	"+evalsha", "+eval", "+hget", "+hset", "+bitfield", "+setrange", "+pexpire",
-	"+getrange", "+strlen", "+exists", "+bitfield_ro", "+pttl", "+memory|usage", "+bitcount", "+del", "+rename", "+get", "+set", "+persist", "+info", "+ping", "+scan"}
+	"+getrange", "+strlen", "+exists", "+bitfield_ro", "+pttl", "+memory|usage", "+bitcount", "+del", "+rename", "+get", "+set", "+persist", "+info", "+multi", "+exec", "+ping", "+scan"}
 
 // TestLeastPrivilegeUser runs every command of rbloom as a Redis user that
 // may run only cliACL on keys under rbloom:*.
