@@ -14,7 +14,8 @@ var (
 	ErrInvalidOptions = newKind("invalid options")
 
 	// ErrParamsMismatch is returned when the filter stored in Redis was
-	// created with another mode, m or k than the caller's. Nothing is written:
+	// created with another mode, m, k, number of partitions or IDLifetime
+	// than the caller's (or a window with other settings). Nothing is written:
 	// use Open to take the parameters from Redis.
 	ErrParamsMismatch = newKind("filter parameters differ from the stored ones")
 

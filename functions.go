@@ -110,7 +110,8 @@ func functionError(script *redis.Script, err error) error {
 
 // FunctionLibrary returns the name of this version's Redis function
 // library: "rbloom_" and 8 hex digits of a hash of its source. Its
-// functions are that name followed by "_add", "_remove" and "_rebuild".
+// functions are that name followed by "_add", "_remove", "_rebuild" and
+// "_window".
 // Another version of rbloom has another name. It does not contact Redis.
 func FunctionLibrary() string {
 	return library.name

@@ -335,7 +335,7 @@ func (f *filter) resized(o Options) (*filter, error) {
 // number of partitions keeps every item in a partition of the same key,
 // and the ids recorded there are still honoured; with another number of
 // partitions, an AddOnce or RemoveOnce applied before the switch and sent
-// again after it may be applied again (see README, "What it cannot
+// again after it may be applied again (see docs/guarantees.md, "What it cannot
 // promise"). The errors are those of Rebuild.
 func (c *Counting) Resize(ctx context.Context, o Options, fill func(add func(items []string) error) error) (*Counting, error) {
 	g, err := c.resize(ctx, o, fill)
