@@ -65,6 +65,16 @@ func TestBadInput(t *testing.T) {
 		`CREATE PUBLICATION loose_pub FOR TABLE loose`,
 		`CREATE PUBLICATION other_pub FOR TABLE other`,
 		`CREATE PUBLICATION notrunc_pub FOR TABLE items WITH (publish = 'insert, update, delete')`,
+		// Found by an outside review: a char(n) key, whose load trimmed what
+		// the stream padded; a partitioned table and a table with a child,
+		// whose rows come and go without changes the stream names.
+		`CREATE TABLE padded (id char(8) PRIMARY KEY)`,
+		`CREATE PUBLICATION padded_pub FOR TABLE padded`,
+		`CREATE TABLE parted (id bigint PRIMARY KEY) PARTITION BY RANGE (id)`,
+		`CREATE PUBLICATION parted_pub FOR TABLE parted`,
+		`CREATE TABLE parent (id bigint PRIMARY KEY)`,
+		`CREATE TABLE child () INHERITS (parent)`,
+		`CREATE PUBLICATION parent_pub FOR TABLE parent`,
 	)
 	ctx := t.Context()
 	for _, c := range []struct {
@@ -79,6 +89,9 @@ func TestBadInput(t *testing.T) {
 		{name: "jsonb key", mut: func(c *Config) { c.Table, c.KeyColumn, c.Publication = "docs", "doc", "docs_pub" }, want: ErrInvalid, says: "of type jsonb"},
 		{name: "float key", mut: func(c *Config) { c.Table, c.KeyColumn, c.Publication = "docs", "score", "docs_pub" }, want: ErrInvalid, says: "of type float8"},
 		{name: "numeric key", mut: func(c *Config) { c.Table, c.KeyColumn, c.Publication = "docs", "n", "docs_pub" }, want: ErrInvalid, says: "of type numeric"},
+		{name: "char(n) key", mut: func(c *Config) { c.Table, c.Publication = "padded", "padded_pub" }, want: ErrInvalid, says: "of type bpchar"},
+		{name: "partitioned table", mut: func(c *Config) { c.Table, c.Publication = "parted", "parted_pub" }, want: ErrInvalid, says: "partitioned table"},
+		{name: "table with a child", mut: func(c *Config) { c.Table, c.Publication = "parent", "parent_pub" }, want: ErrInvalid, says: "inherit from it"},
 		{name: "key not in the replica identity", mut: func(c *Config) { c.KeyColumn = "v" }, want: ErrInvalid, says: "replica identity"},
 		{name: "table without primary key", mut: func(c *Config) { c.Table, c.Publication = "loose", "loose_pub" }, want: ErrInvalid, says: "REPLICA IDENTITY FULL"},
 		{name: "replica identity nothing", setup: func(t *testing.T) {

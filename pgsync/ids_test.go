@@ -32,10 +32,10 @@ func TestOpID(t *testing.T) {
 	}
 }
 
-// TestCalls: a group's ops become segments without a repeated key, each
-// a call of its removes then a call of its adds, each call named by its
-// first op and at most chunk keys; the same group gives the same calls (a
-// replayed group makes the same calls under the same ids).
+// TestCalls: a group's ops become its adds, then its removes, in calls of
+// at most chunk keys, each call named by its first op; the same group
+// gives the same calls (a replayed group makes the same calls under the
+// same ids).
 func TestCalls(t *testing.T) {
 	group := []*txn{
 		{commit: 100, ops: []op{{key: "a", idx: 0}, {key: "b", idx: 1}, {remove: true, key: "c", idx: 2}}},
@@ -43,12 +43,11 @@ func TestCalls(t *testing.T) {
 		{commit: 300},
 		{commit: 400, ops: []op{{key: "f", idx: 0}, {remove: true, key: "a", idx: 1}, {key: "a", idx: 2}, {remove: true, key: "g", idx: 3}}},
 	}
+	// Every add first, then every remove: a removed key that is added
+	// again in the group ("a") never reads absent between two calls.
 	want := []call{
-		{remove: true, keys: []string{"c", "d"}, id: opID(9, 100, 2)},
-		{keys: []string{"a", "b", "e", "f"}, id: opID(9, 100, 0)},
-		{remove: true, keys: []string{"a"}, id: opID(9, 400, 1)}, // a again: a new segment
-		{remove: true, keys: []string{"g"}, id: opID(9, 400, 3)}, // the last segment's removes
-		{keys: []string{"a"}, id: opID(9, 400, 2)},               // then its adds
+		{keys: []string{"a", "b", "e", "f", "a"}, id: opID(9, 100, 0)},
+		{remove: true, keys: []string{"c", "d", "a", "g"}, id: opID(9, 100, 2)},
 	}
 	if got := calls(9, group); !reflect.DeepEqual(got, want) {
 		t.Errorf("calls =\n%+v\nwant\n%+v", got, want)

@@ -2,6 +2,7 @@ package pgsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -308,7 +309,7 @@ const applyTimeout = time.Minute
 // callsVersion names the way calls cuts a group into calls. It is stored
 // with a pending group: a run of another version must not replay it
 // under ids its calls would not match.
-const callsVersion = "1"
+const callsVersion = "2"
 
 // chunk is the most keys one call of a run sends. It is a constant, not a
 // setting: a group applied again after a crash must make the same calls
@@ -330,47 +331,32 @@ func opID(cp, commit pglogrepl.LSN, idx int) string {
 	return fmt.Sprintf("pgsync:%s:%s:%d", cp, commit, idx)
 }
 
-// calls splits a group's ops into the calls that apply them. The ops are
-// cut, in order, into segments in which no key appears twice (and no call
-// passes chunk keys); a segment's removes go in one call and its adds in
-// the next. Within a segment the keys are distinct, and adds and removes
-// of distinct keys commute: a key removed was added before the segment,
-// and its counters stay non-zero until its own remove. Each call is named
-// by its first op. The same group gives the same calls.
+// calls splits a group's ops into the calls that apply them: every add of
+// the group first, then every remove, each in order, at most chunk keys a
+// call. Adds first, so that a key deleted and inserted again in the group
+// (DELETE then INSERT in one transaction, say) never tests absent between
+// two calls, nor while a sync killed between them is down; a key added and
+// removed in the group is a ghost for that moment only. The final counts
+// are those of the changes in any order, since no remove then finds its
+// key absent. A key may repeat within a call: AddManyOnce and
+// RemoveManyOnce take the items in order. Each call is named by its first
+// op. The same group gives the same calls.
 func calls(cp pglogrepl.LSN, group []*txn) []call {
-	var cs []call
-	rem, add := call{remove: true}, call{}
-	seen := map[string]bool{}
-	cut := func() {
-		for _, c := range []call{rem, add} {
-			if len(c.keys) > 0 {
-				cs = append(cs, c)
-			}
-		}
-		rem, add = call{remove: true}, call{}
-		clear(seen)
-	}
+	var adds, removes []call
 	for _, t := range group {
 		for _, o := range t.ops {
-			if seen[o.key] {
-				cut()
-			}
-			c := &add
+			cs := &adds
 			if o.remove {
-				c = &rem
+				cs = &removes
 			}
-			if len(c.keys) == 0 {
-				c.id = opID(cp, t.commit, o.idx)
+			if n := len(*cs); n == 0 || len((*cs)[n-1].keys) == chunk {
+				*cs = append(*cs, call{remove: o.remove, id: opID(cp, t.commit, o.idx)})
 			}
+			c := &(*cs)[len(*cs)-1]
 			c.keys = append(c.keys, o.key)
-			seen[o.key] = true
-			if len(c.keys) == chunk {
-				cut()
-			}
 		}
 	}
-	cut()
-	return cs
+	return append(adds, removes...)
 }
 
 // flush applies the group: it marks the group pending in Redis, applies
@@ -473,19 +459,19 @@ func (x *stream) counted(group []*txn, misses int64) {
 }
 
 // applyTruncate applies a transaction that truncated the table: the
-// filter is dropped and created empty, and the transaction's changes after
-// the truncate are applied without ids. Applied again after a crash, it
-// does the same from scratch, so it needs no ids and no window.
+// filter is emptied by a rebuild from nothing, and the transaction's
+// changes after the truncate are applied without ids. Applied again after
+// a crash, it does the same from scratch, so it needs no ids and no
+// window. A rebuild, not Drop and Create: the filter never goes missing,
+// so a sync killed between the two cannot leave it gone (and readers an
+// empty filter) until someone reloads it.
 func (x *stream) applyTruncate(ctx context.Context, t *txn) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
 	defer cancel()
 	if err := x.cfg.Redis.HSet(ctx, x.key, "pending", t.end.String(), "pending_at", unixMilli(time.Now()), "pending_v", callsVersion).Err(); err != nil {
 		return fmt.Errorf("pgsync: redis: %w", err)
 	}
-	if err := x.f.Drop(ctx); err != nil {
-		return fmt.Errorf("pgsync: redis: truncate: %w", err)
-	}
-	if err := x.f.Create(ctx); err != nil {
+	if err := emptyFilter(ctx, x.f); err != nil {
 		return fmt.Errorf("pgsync: redis: truncate: %w", err)
 	}
 	var misses int64
@@ -510,6 +496,22 @@ func (x *stream) applyTruncate(ctx context.Context, t *txn) error {
 	x.group = []*txn{t}
 	x.counted(x.group, misses)
 	return nil
+}
+
+// emptyFilter rebuilds f from nothing. A rebuild a killed sync left holds
+// the filter until its lease lapses (30 s): wait for it.
+func emptyFilter(ctx context.Context, f *rbloom.Counting) error {
+	for {
+		err := f.Rebuild(ctx, func(func([]string) error) error { return nil })
+		if !errors.Is(err, rbloom.ErrRebuilding) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // status tells the server the position the filter holds every change

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,4 +244,95 @@ func TestFollowIdentityFull(t *testing.T) {
 			t.Errorf("Test(%q) = %v, want %v", key, got, want)
 		}
 	}
+}
+
+// TestReinsertNeverAbsent: a transaction that deletes every row and
+// inserts them again leaves every key held in every committed state, and
+// a reader never sees one absent (found by an outside review: the sync
+// applied the group's removes before its adds, and a reader between the
+// two calls saw all 2,000 keys absent).
+func TestReinsertNeverAbsent(t *testing.T) {
+	e := newEnv(t)
+	e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(1, 2000) g`)
+	s, err := New(e.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runSync(t, s)
+	e.caughtUp(t, "items")
+	keys := e.rowKeys(t)
+	f, _ := rbloom.OpenCounting(t.Context(), e.rdb, "items", rbloom.Options{})
+	done := make(chan struct{})
+	var reads, absent int
+	var stopReading atomic.Bool
+	go func() {
+		defer close(done)
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); reads++ {
+			select {
+			case <-t.Context().Done():
+				return
+			default:
+			}
+			got, err := f.TestMany(context.Background(), keys)
+			if err != nil {
+				continue
+			}
+			for _, ok := range got {
+				if !ok {
+					absent++
+				}
+			}
+			if reads > 0 && stopReading.Load() {
+				return
+			}
+		}
+	}()
+	for range 10 {
+		e.pg.exec(t, `BEGIN; DELETE FROM items; INSERT INTO items SELECT g, 'y' FROM generate_series(1, 2000) g; COMMIT`)
+	}
+	e.caughtUp(t, "items")
+	stopReading.Store(true)
+	<-done
+	e.checkEqual(t, "items")
+	if absent > 0 {
+		t.Errorf("%d keys the table held in every committed state tested absent, in %d reads", absent, reads)
+	}
+	stop()
+}
+
+// TestTruncateKeepsFilter: a TRUNCATE empties the filter without its ever
+// going missing (found by an outside review: the sync dropped and created
+// the filter, and one killed between the two left it gone, readers
+// answered absent for every key, and the next run refused to resume).
+func TestTruncateKeepsFilter(t *testing.T) {
+	e := newEnv(t)
+	e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(1, 1000) g`)
+	s, err := New(e.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runSync(t, s)
+	e.caughtUp(t, "items")
+	var missing, polls int
+	var stopPolling atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !stopPolling.Load(); polls++ {
+			if e.rdb.Exists(context.Background(), "rbloom:{items}").Val() == 0 {
+				missing++
+			}
+		}
+	}()
+	for i := range 5 {
+		e.pg.exec(t, fmt.Sprintf(`BEGIN; TRUNCATE items; INSERT INTO items SELECT g, 'y' FROM generate_series(1, %d) g; COMMIT`, 500+i))
+		e.caughtUp(t, "items")
+	}
+	stopPolling.Store(true)
+	<-done
+	e.checkEqual(t, "items")
+	if missing > 0 {
+		t.Errorf("the filter was missing in %d of %d polls during the truncates", missing, polls)
+	}
+	stop()
 }
