@@ -471,23 +471,30 @@ func (x *stream) applyTruncate(ctx context.Context, t *txn) error {
 	if err := x.cfg.Redis.HSet(ctx, x.key, "pending", t.end.String(), "pending_at", unixMilli(time.Now()), "pending_v", callsVersion).Err(); err != nil {
 		return fmt.Errorf("pgsync: redis: %w", err)
 	}
-	if err := emptyFilter(ctx, x.f); err != nil {
+	// The adds after the truncate are the rebuild's fill, so that a key
+	// truncated and inserted again in the transaction is in the counters
+	// that replace the old ones; the removes come after the switch.
+	var adds, removes [][]string
+	for _, c := range calls(x.cp, []*txn{t}) {
+		if c.remove {
+			removes = append(removes, c.keys)
+		} else {
+			adds = append(adds, c.keys)
+		}
+	}
+	if err := rebuildFrom(ctx, x.f, adds); err != nil {
 		return fmt.Errorf("pgsync: redis: truncate: %w", err)
 	}
 	var misses int64
-	for _, c := range calls(x.cp, []*txn{t}) {
-		if c.remove {
-			removed, err := x.f.RemoveMany(ctx, c.keys)
-			if err != nil {
-				return fmt.Errorf("pgsync: redis: %w", err)
-			}
-			for _, r := range removed {
-				if !r {
-					misses++
-				}
-			}
-		} else if _, err := x.f.AddMany(ctx, c.keys); err != nil {
+	for _, keys := range removes {
+		removed, err := x.f.RemoveMany(ctx, keys)
+		if err != nil {
 			return fmt.Errorf("pgsync: redis: %w", err)
+		}
+		for _, r := range removed {
+			if !r {
+				misses++
+			}
 		}
 	}
 	if err := x.record(ctx, t.end); err != nil {
@@ -498,11 +505,18 @@ func (x *stream) applyTruncate(ctx context.Context, t *txn) error {
 	return nil
 }
 
-// emptyFilter rebuilds f from nothing. A rebuild a killed sync left holds
-// the filter until its lease lapses (30 s): wait for it.
-func emptyFilter(ctx context.Context, f *rbloom.Counting) error {
+// rebuildFrom rebuilds f from the batches. A rebuild a killed sync left
+// holds the filter until its lease lapses (30 s): wait for it.
+func rebuildFrom(ctx context.Context, f *rbloom.Counting, batches [][]string) error {
 	for {
-		err := f.Rebuild(ctx, func(func([]string) error) error { return nil })
+		err := f.Rebuild(ctx, func(add func([]string) error) error {
+			for _, b := range batches {
+				if err := add(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 		if !errors.Is(err, rbloom.ErrRebuilding) {
 			return err
 		}
