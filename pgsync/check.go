@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -150,6 +151,7 @@ type slotInfo struct {
 	database  string
 	active    bool
 	activePID int32
+	confirmed pglogrepl.LSN // confirmed_flush_lsn: what the sync told the slot it holds
 }
 
 // readSlot reads the slot's row, if any.
@@ -158,8 +160,9 @@ func readSlot(ctx context.Context, db *pgx.Conn, name string) (slotInfo, error) 
 	var typ string
 	var plugin, database *string
 	var pid *int32
-	err := db.QueryRow(ctx, `SELECT plugin, slot_type, database, active, active_pid FROM pg_replication_slots WHERE slot_name = $1`, name).
-		Scan(&plugin, &typ, &database, &s.active, &pid)
+	var confirmed *string
+	err := db.QueryRow(ctx, `SELECT plugin, slot_type, database, active, active_pid, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, name).
+		Scan(&plugin, &typ, &database, &s.active, &pid, &confirmed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, nil
 	}
@@ -175,6 +178,11 @@ func readSlot(ctx context.Context, db *pgx.Conn, name string) (slotInfo, error) 
 	}
 	if pid != nil {
 		s.activePID = *pid
+	}
+	if confirmed != nil {
+		if s.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+			return s, fmt.Errorf("pgsync: postgres: slot %s: confirmed_flush_lsn %q: %w", name, *confirmed, err)
+		}
 	}
 	return s, nil
 }

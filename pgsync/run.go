@@ -100,6 +100,13 @@ func (s *Sync) run(ctx context.Context) error {
 		return fmt.Errorf("%w: slot %s, which the sync of filter %s streams from, does not exist: the changes since it was dropped are lost to the filter; reload", ErrSlotMissing, cfg.Slot, cfg.Filter)
 	case !exists:
 		return fmt.Errorf("%w: filter %s is missing from Redis though the sync loaded it (evicted, deleted, a Redis without persistence?): reload", ErrFilter, cfg.Filter)
+	case slot.confirmed > st.LSN:
+		// The sync confirms to the slot only what its state says the
+		// filter holds: a state behind the slot came back from an older
+		// Redis (a restart from a snapshot that missed the last writes),
+		// and the changes between are lost to the filter.
+		return fmt.Errorf("%w: filter %s's sync state holds changes up to %s, but slot %s was told %s: Redis lost the filter's last writes (restarted from an older snapshot?); reload",
+			ErrFilter, cfg.Filter, st.LSN, cfg.Slot, slot.confirmed)
 	case st.Pending > st.LSN:
 		if st.PendingV != callsVersion {
 			return fmt.Errorf("%w: a group of transactions was left pending by a version of pgsync that cuts groups into calls otherwise (%q, this one %q): replaying it could apply changes twice; run that version until nothing is pending, or reload",
