@@ -19,6 +19,11 @@ type target struct {
 	name   string // schema-qualified and quoted, for SQL
 	column string // as in the catalog
 	attnum int16
+	typ    uint32 // the key column's type, as checked: a change stops the stream
+	// published are the tables the publication held at the start: the
+	// stream stops on a change of any other (a table that came to inherit
+	// from this one, whose rows SELECT would show but the sync misses).
+	published map[uint32]bool
 }
 
 // keyTypes are the types whose text form identifies a value: two keys are
@@ -62,11 +67,11 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 		return t, fmt.Errorf("%w: %s has tables that inherit from it, whose rows its SELECT shows but whose changes the stream names by their own table: follow a table without children", ErrInvalid, t.name)
 	}
 	var typ string
-	err = db.QueryRow(ctx, `SELECT a.attname, a.attnum,
+	err = db.QueryRow(ctx, `SELECT a.attname, a.attnum, a.atttypid,
 			CASE WHEN ty.typtype = 'd' THEN (SELECT b.typname FROM pg_type b WHERE b.oid = ty.typbasetype) ELSE ty.typname END
 		FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
 		WHERE a.attrelid = $1 AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, t.oid, cfg.KeyColumn).
-		Scan(&t.column, &t.attnum, &typ)
+		Scan(&t.column, &t.attnum, &t.typ, &typ)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, fmt.Errorf("%w: table %s has no column %q", ErrInvalid, t.name, cfg.KeyColumn)
 	}
@@ -98,7 +103,7 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 
 // checkPublication checks that the publication exists and publishes every
 // change of the table's key column, unfiltered. It reads only.
-func checkPublication(ctx context.Context, db *pgx.Conn, cfg Config, t target) error {
+func checkPublication(ctx context.Context, db *pgx.Conn, cfg Config, t *target) error {
 	var wal string
 	if err := db.QueryRow(ctx, `SHOW wal_level`).Scan(&wal); err != nil {
 		return fmt.Errorf("pgsync: postgres: %w", err)
@@ -139,6 +144,21 @@ func checkPublication(ctx context.Context, db *pgx.Conn, cfg Config, t target) e
 	}
 	if pt.Attnames != nil && !slices.Contains(pt.Attnames, t.column) {
 		return fmt.Errorf("%w: publication %q leaves column %s of %s out", ErrInvalid, cfg.Publication, t.column, t.name)
+	}
+	rows, err := db.Query(ctx, `SELECT format('%I.%I', schemaname, tablename)::regclass::oid FROM pg_publication_tables WHERE pubname = $1`, cfg.Publication)
+	if err != nil {
+		return fmt.Errorf("pgsync: postgres: publication %q: %w", cfg.Publication, err)
+	}
+	t.published = map[uint32]bool{}
+	for rows.Next() {
+		var oid uint32
+		if err := rows.Scan(&oid); err != nil {
+			return fmt.Errorf("pgsync: postgres: publication %q: %w", cfg.Publication, err)
+		}
+		t.published[oid] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgsync: postgres: publication %q: %w", cfg.Publication, err)
 	}
 	return nil
 }

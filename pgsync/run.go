@@ -41,7 +41,7 @@ func (s *Sync) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkPublication(ctx, db, cfg, t); err != nil {
+	if err := checkPublication(ctx, db, cfg, &t); err != nil {
 		return err
 	}
 	var database string

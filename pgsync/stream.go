@@ -160,11 +160,18 @@ func (x *stream) message(ctx context.Context, m pglogrepl.Message) error {
 	switch m := m.(type) {
 	case *pglogrepl.RelationMessage:
 		if m.RelationID != x.t.oid {
+			if !x.t.published[m.RelationID] {
+				return fmt.Errorf("%w: changes of %s.%s reach publication %s, which did not hold it when the sync started: a table that now inherits from %s (its rows are in the table's SELECT, its changes not the sync's), or one added to the publication; the sync stops rather than miss rows",
+					ErrInvalid, m.Namespace, m.RelationName, x.cfg.Publication, x.t.name)
+			}
 			return nil
 		}
 		x.keyIdx = -1
 		for i, c := range m.Columns {
 			if c.Name == x.t.column {
+				if c.DataType != x.t.typ {
+					return fmt.Errorf("%w: key column %s.%s changed type (oid %d, was %d): its keys' text may no longer be the loaded one's; reload", ErrInvalid, x.t.name, x.t.column, c.DataType, x.t.typ)
+				}
 				if c.Flags&1 == 0 {
 					return fmt.Errorf("%w: the replica identity of %s no longer includes %s (REPLICA IDENTITY %c): a DELETE would not tell which key to remove",
 						ErrInvalid, x.t.name, x.t.column, m.ReplicaIdentity)
@@ -535,6 +542,16 @@ func (x *stream) status(ctx context.Context, idle bool) error {
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, x.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: x.applied, ReplyRequested: idle})
 	if err != nil {
 		return fmt.Errorf("pgsync: postgres: status update: %w", err)
+	}
+	// A table that came to inherit from the followed one adds rows to its
+	// SELECT whose changes the stream does not carry: stop, once a status
+	// interval, rather than miss them.
+	var children bool
+	if err := x.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhparent = $1)`, x.t.oid).Scan(&children); err != nil {
+		return fmt.Errorf("pgsync: postgres: children of %s: %w", x.t.name, err)
+	}
+	if children {
+		return fmt.Errorf("%w: a table now inherits from %s: its rows are in the table's SELECT, its changes not in the sync's stream; the sync stops rather than miss them", ErrInvalid, x.t.name)
 	}
 	return x.s.at("status")
 }
