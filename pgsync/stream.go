@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/rbloom/rbloom"
+	"github.com/redis/go-redis/v9"
 )
 
 // op is one change to the filter: add or remove one key. idx is its index
@@ -388,8 +389,8 @@ func (x *stream) flush(ctx context.Context) error {
 			return err
 		}
 		x.s.update(func(st *Stats) { st.Replayed++ })
-	} else if err := x.cfg.Redis.HSet(ctx, x.key, "pending", end.String(), "pending_at", unixMilli(now), "pending_v", callsVersion).Err(); err != nil {
-		return fmt.Errorf("pgsync: redis: %w", err)
+	} else if err := x.fence(ctx, "pending", end, now); err != nil {
+		return err
 	}
 	if err := x.s.at("pending"); err != nil {
 		return err
@@ -425,17 +426,52 @@ func (x *stream) flush(ctx context.Context) error {
 
 // record writes end as applied and clears the pending mark.
 func (x *stream) record(ctx context.Context, end pglogrepl.LSN) error {
-	pipe := x.cfg.Redis.TxPipeline()
-	pipe.HSet(ctx, x.key, "lsn", end.String(), "at", unixMilli(time.Now()))
-	pipe.HDel(ctx, x.key, "pending", "pending_at", "pending_v")
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("pgsync: redis: %w", err)
+	if err := x.fence(ctx, "record", end, time.Now()); err != nil {
+		return err
 	}
 	x.applied, x.pending = end, 0
 	x.s.update(func(st *Stats) {
 		st.AppliedLSN = end.String()
 		st.LagBytes = max(0, int64(x.serverEnd)-int64(end))
 	})
+	return nil
+}
+
+// fenceScript changes the sync state only for the sync whose view of it is
+// current: the lsn it last recorded is still there, and no other group is
+// pending. A sync that stalled (a pause, a long GC) while another took
+// over its slot would otherwise move lsn back, or delete the other's
+// pending mark, and the group it marked would be regrouped otherwise and
+// named by other ids on replay.
+//
+// KEYS[1] the state; ARGV[1] 'pending' (mark the group ending at ARGV[3]
+// pending) or 'record' (record it applied); ARGV[2] the lsn this sync last
+// recorded; ARGV[3] the group's end; ARGV[4] the time in ms; ARGV[5] the
+// version of calls.
+var fenceScript = redis.NewScript(`
+local lsn = redis.call('HGET', KEYS[1], 'lsn')
+local pending = redis.call('HGET', KEYS[1], 'pending')
+if lsn ~= ARGV[2] or (pending and pending ~= ARGV[3]) then
+  return redis.error_reply('PGSYNC_STALE state lsn ' .. tostring(lsn) .. ', pending ' .. tostring(pending))
+end
+if ARGV[1] == 'pending' then
+  redis.call('HSET', KEYS[1], 'pending', ARGV[3], 'pending_at', ARGV[4], 'pending_v', ARGV[5])
+else
+  redis.call('HSET', KEYS[1], 'lsn', ARGV[3], 'at', ARGV[4])
+  redis.call('HDEL', KEYS[1], 'pending', 'pending_at', 'pending_v')
+end
+return 'ok'
+`)
+
+// fence runs fenceScript; a stale sync gets ErrFilter and stops.
+func (x *stream) fence(ctx context.Context, step string, end pglogrepl.LSN, now time.Time) error {
+	err := fenceScript.Run(ctx, x.cfg.Redis, []string{x.key}, step, x.applied.String(), end.String(), unixMilli(now), callsVersion).Err()
+	if redis.HasErrorPrefix(err, "PGSYNC_STALE") {
+		return fmt.Errorf("%w: another sync changed the state of filter %s meanwhile (%v): this one stops", ErrFilter, x.cfg.Filter, err)
+	}
+	if err != nil {
+		return fmt.Errorf("pgsync: redis: %w", err)
+	}
 	return nil
 }
 
@@ -475,8 +511,8 @@ func (x *stream) counted(group []*txn, misses int64) {
 func (x *stream) applyTruncate(ctx context.Context, t *txn) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
 	defer cancel()
-	if err := x.cfg.Redis.HSet(ctx, x.key, "pending", t.end.String(), "pending_at", unixMilli(time.Now()), "pending_v", callsVersion).Err(); err != nil {
-		return fmt.Errorf("pgsync: redis: %w", err)
+	if err := x.fence(ctx, "pending", t.end, time.Now()); err != nil {
+		return err
 	}
 	// The adds after the truncate are the rebuild's fill, so that a key
 	// truncated and inserted again in the transaction is in the counters

@@ -450,3 +450,39 @@ func TestSchemaChangeStops(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleSyncFenced: a sync whose view of the state is old (it stalled
+// while another took over its slot) cannot move lsn back or touch the
+// other's pending mark: fenceScript refuses it, and the sync stops (found
+// by an outside review: a SIGSTOPped sync, resumed, moved lsn back and
+// deleted the live sync's mark, and the filter was stuck with 1,024 keys
+// absent).
+func TestStaleSyncFenced(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	key := stateKey("", "items")
+	e.rdb.HSet(ctx, key, "lsn", "0/200")
+	x := &stream{cfg: Config{Redis: e.rdb, Filter: "items"}, key: key, applied: 0x100} // last recorded 0/100
+	if err := x.fence(ctx, "record", 0x180, time.Now()); !errors.Is(err, ErrFilter) {
+		t.Errorf("a record from a sync that last saw 0/100, the state at 0/200: %v, want ErrFilter", err)
+	}
+	if err := x.fence(ctx, "pending", 0x180, time.Now()); !errors.Is(err, ErrFilter) {
+		t.Errorf("a pending mark from a stale sync: %v, want ErrFilter", err)
+	}
+	if got := e.rdb.HGet(ctx, key, "lsn").Val(); got != "0/200" {
+		t.Errorf("lsn = %s after the stale sync's calls, want 0/200", got)
+	}
+	live := &stream{cfg: Config{Redis: e.rdb, Filter: "items"}, key: key, applied: 0x200}
+	if err := live.fence(ctx, "pending", 0x300, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.fence(ctx, "record", 0x300, time.Now()); !errors.Is(err, ErrFilter) {
+		t.Errorf("a stale record over the live sync's pending group: %v, want ErrFilter", err)
+	}
+	if got := e.rdb.HGet(ctx, key, "pending").Val(); got != "0/300" {
+		t.Errorf("pending = %q after the stale sync's record, want the live sync's 0/300", got)
+	}
+	if err := live.fence(ctx, "record", 0x300, time.Now()); err != nil {
+		t.Errorf("the live sync's record: %v", err)
+	}
+}
