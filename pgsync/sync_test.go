@@ -247,33 +247,34 @@ func TestFollowIdentityFull(t *testing.T) {
 	}
 }
 
-// TestReinsertNeverAbsent: a transaction that deletes every row and
-// inserts them again leaves every key held in every committed state, and
-// a reader never sees one absent (found by an outside review: the sync
-// applied the group's removes before its adds, and a reader between the
-// two calls saw all 2,000 keys absent).
-func TestReinsertNeverAbsent(t *testing.T) {
+// following returns an env whose table holds rows 1..rows, followed by a
+// sync that has caught up, and the function that stops the sync.
+func following(t *testing.T, rows int) (*env, func() error) {
+	t.Helper()
 	e := newEnv(t)
-	e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(1, 2000) g`)
+	e.pg.exec(t, fmt.Sprintf(`INSERT INTO items SELECT g, 'x' FROM generate_series(1, %d) g`, rows))
 	s, err := New(e.config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := runSync(t, s)
 	e.caughtUp(t, "items")
+	return e, stop
+}
+
+// whileReading runs changes while another connection reads every key the
+// table holds now, again and again, and fails the test if one ever tests
+// absent: changes must keep them held in every committed state.
+func whileReading(t *testing.T, e *env, changes func()) {
+	t.Helper()
 	keys := e.rowKeys(t)
 	f, _ := rbloom.OpenCounting(t.Context(), e.rdb, "items", rbloom.Options{})
+	var absent, reads int
+	var stop atomic.Bool
 	done := make(chan struct{})
-	var reads, absent int
-	var stopReading atomic.Bool
 	go func() {
 		defer close(done)
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); reads++ {
-			select {
-			case <-t.Context().Done():
-				return
-			default:
-			}
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && (reads == 0 || !stop.Load()); reads++ {
 			got, err := f.TestMany(context.Background(), keys)
 			if err != nil {
 				continue
@@ -283,22 +284,31 @@ func TestReinsertNeverAbsent(t *testing.T) {
 					absent++
 				}
 			}
-			if reads > 0 && stopReading.Load() {
-				return
-			}
 		}
 	}()
-	for range 10 {
-		e.pg.exec(t, `BEGIN; DELETE FROM items; INSERT INTO items SELECT g, 'y' FROM generate_series(1, 2000) g; COMMIT`)
-	}
-	e.caughtUp(t, "items")
-	stopReading.Store(true)
+	changes()
+	stop.Store(true)
 	<-done
 	e.checkEqual(t, "items")
 	if absent > 0 {
 		t.Errorf("%d keys the table held in every committed state tested absent, in %d reads", absent, reads)
 	}
-	stop()
+}
+
+// TestReinsertNeverAbsent: a transaction that deletes every row and
+// inserts them again leaves every key held in every committed state, and
+// a reader never sees one absent (found by an outside review: the sync
+// applied the group's removes before its adds, and a reader between the
+// two calls saw all 2,000 keys absent).
+func TestReinsertNeverAbsent(t *testing.T) {
+	e, stop := following(t, 2000)
+	defer stop()
+	whileReading(t, e, func() {
+		for range 10 {
+			e.pg.exec(t, `BEGIN; DELETE FROM items; INSERT INTO items SELECT g, 'y' FROM generate_series(1, 2000) g; COMMIT`)
+		}
+		e.caughtUp(t, "items")
+	})
 }
 
 // TestTruncateKeepsFilter: a TRUNCATE empties the filter without its ever
@@ -306,14 +316,8 @@ func TestReinsertNeverAbsent(t *testing.T) {
 // the filter, and one killed between the two left it gone, readers
 // answered absent for every key, and the next run refused to resume).
 func TestTruncateKeepsFilter(t *testing.T) {
-	e := newEnv(t)
-	e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(1, 1000) g`)
-	s, err := New(e.config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := runSync(t, s)
-	e.caughtUp(t, "items")
+	e, stop := following(t, 1000)
+	defer stop()
 	var missing, polls int
 	var stopPolling atomic.Bool
 	done := make(chan struct{})
@@ -335,7 +339,6 @@ func TestTruncateKeepsFilter(t *testing.T) {
 	if missing > 0 {
 		t.Errorf("the filter was missing in %d of %d polls during the truncates", missing, polls)
 	}
-	stop()
 }
 
 // TestTruncateReinsertNeverAbsent: a transaction that truncates the table
@@ -344,44 +347,14 @@ func TestTruncateKeepsFilter(t *testing.T) {
 // filter empty, then added the keys, and a reader between saw up to 18,750
 // of 20,000 absent).
 func TestTruncateReinsertNeverAbsent(t *testing.T) {
-	e := newEnv(t)
-	e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(1, 5000) g`)
-	s, err := New(e.config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := runSync(t, s)
-	e.caughtUp(t, "items")
-	keys := e.rowKeys(t)
-	f, _ := rbloom.OpenCounting(t.Context(), e.rdb, "items", rbloom.Options{})
-	var absent, reads int
-	var stopReading atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !stopReading.Load(); reads++ {
-			got, err := f.TestMany(context.Background(), keys)
-			if err != nil {
-				continue
-			}
-			for _, ok := range got {
-				if !ok {
-					absent++
-				}
-			}
+	e, stop := following(t, 5000)
+	defer stop()
+	whileReading(t, e, func() {
+		for range 5 {
+			e.pg.exec(t, `BEGIN; TRUNCATE items; INSERT INTO items SELECT g, 'y' FROM generate_series(1, 5000) g; DELETE FROM items WHERE id <= 2000; INSERT INTO items SELECT g, 'z' FROM generate_series(1, 2000) g; COMMIT`)
+			e.caughtUp(t, "items")
 		}
-	}()
-	for range 5 {
-		e.pg.exec(t, `BEGIN; TRUNCATE items; INSERT INTO items SELECT g, 'y' FROM generate_series(1, 5000) g; DELETE FROM items WHERE id <= 2000; INSERT INTO items SELECT g, 'z' FROM generate_series(1, 2000) g; COMMIT`)
-		e.caughtUp(t, "items")
-	}
-	stopReading.Store(true)
-	<-done
-	e.checkEqual(t, "items")
-	if absent > 0 {
-		t.Errorf("%d keys the table held in every committed state tested absent, in %d reads", absent, reads)
-	}
-	stop()
+	})
 }
 
 // TestRolledBackStateRefused: a sync state behind what the slot was told
