@@ -53,6 +53,9 @@ local MAX_PARTITIONS = %d
 local MAX_STRING_BYTES = %d
 local RESERVED = "%s" -- the zero bytes after RESERVED_BYTE
 local RECORD_FIELD, RECORD_TAG, ONCE_RECORD_KEYS = %d, %d, %d
+local RING_BUCKET_BYTE, RING_W_BYTE, RING_CURSOR_BYTE = %d, %d, %d
+local RING_POSITIONS_BYTE, RING_POSITION_SIZE, RING_FIELD_BITS = %d, %d, %d
 `, headerSize, identitySize, itemsByte, markByte, markRebuild, markResize, incByte, incSize, reservedByte, int64(DefaultIDLifetime/time.Second), magic, formatVersion,
 	ModeCounting, ModeClassic, MaxHashes, MaxPartitions, maxStringBytes,
-	strings.Repeat(`\0`, headerSize-reservedByte), onceFieldBytes, recordTagBytes, onceRecordKeys)
+	strings.Repeat(`\0`, headerSize-reservedByte), onceFieldBytes, recordTagBytes, onceRecordKeys,
+	ringBucketByte, ringWByte, ringCursorByte, ringPositionsByte, ringPositionSize, ringFieldBits)

@@ -43,9 +43,10 @@ var aclCommands = []string{
 	"+set",          // rebuild.lua: take the lease
 	"+persist",      // rebuild.lua: a switched partition keeps having no TTL
 	"+info",         // Info: the server's maxmemory-policy (INFO memory)
-	"+hmget",        // windows: which generations were created (window.lua, TestMany)
-	"+hkeys",        // window.lua: the generations its settings still list
-	"+hdel",         // window.lua: forget generations older than the window
+	"+hmget",        // windows: the settings, and until when the ring lives (window.lua, TestMany)
+	"+time",         // windows: Redis's clock picks the bucket (window.lua, TestMany, Info)
+	"+bitop",        // window.lua: clear an old generation, 64 KiB at a time
+	"+pexpireat",    // window.lua: the ring expires when its settings say
 	"+multi",        // reads: a partition's header and slots in one transaction
 	"+exec",         // ... (a plain pipeline could see the key change between)
 }
@@ -165,11 +166,10 @@ func exerciseWith(ctx context.Context, rdb redis.UniversalClient, name string, u
 	if err := c.Rebuild(ctx, func(func([]string) error) error { return stop }); !errors.Is(err, stop) {
 		return fmt.Errorf("aborted Rebuild: %v, want the fill's error", err)
 	}
-	// A window, across buckets far enough apart that its settings forget
-	// the first bucket's generation.
-	now := time.UnixMilli(1_700_000_000_000)
-	w, err := NewWindow(rdb, name+"-window", WindowOptions{EventsPerBucket: 100, Bucket: time.Minute, Span: 2 * time.Minute,
-		Partitions: 2, UseFunctions: useFunctions, Now: func() time.Time { return now }})
+	// A window on Redis's clock, across buckets far enough apart that its
+	// first generation is cleared and its ring position reused.
+	w, err := NewWindow(rdb, name+"-window", WindowOptions{EventsPerBucket: 100, Bucket: 50 * time.Millisecond, Span: 100 * time.Millisecond,
+		Partitions: 2, UseFunctions: useFunctions})
 	if err != nil {
 		return err
 	}
@@ -179,9 +179,17 @@ func exerciseWith(ctx context.Context, rdb redis.UniversalClient, name string, u
 	if seen, err := w.TestMany(ctx, items[:20]); err != nil || slices.Contains(seen, false) {
 		return fmt.Errorf("Window.TestMany = %v, %v", seen, err)
 	}
-	now = now.Add(10 * time.Minute)
+	for i := range 10 { // events all along, so that positions are cleared rather than the ring expiring
+		if _, err := w.TestOrAdd(ctx, fmt.Sprint("tick-", i)); err != nil {
+			return fmt.Errorf("Window.TestOrAdd: %w", err)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
 	if seen, err := w.TestOrAdd(ctx, items[0]); err != nil || seen {
-		return fmt.Errorf("Window.TestOrAdd ten minutes later = %v, %v", seen, err)
+		return fmt.Errorf("Window.TestOrAdd ten buckets later = %v, %v", seen, err)
+	}
+	if in, err := w.Info(ctx); err != nil || len(in.Generations) == 0 {
+		return fmt.Errorf("Window.Info = %+v, %v", in, err)
 	}
 	opened, err := Open(ctx, rdb, name)
 	if err != nil {

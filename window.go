@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"time"
 
@@ -14,30 +13,31 @@ import (
 
 // A Window remembers events for a span of time and forgets them bucket by
 // bucket, never all at once: the deduplicator of a stream delivered at
-// least once. It is made of generations, one classic filter per time
-// bucket (10 minutes, say), each with the window's partitions and a TTL.
-// TestOrAdd answers whether an event was seen in any live generation and,
-// if not, adds it to the current one, atomically: the generations of a
-// partition share its cluster hash slot, so one script reads them all.
+// least once. It holds one classic filter per time bucket, a generation,
+// for the buckets of the span and the current one, each sized for
+// EventsPerBucket. TestOrAdd answers whether an event was seen in any of
+// them and, if not, adds it to the current one, atomically.
 //
-// The clock is the caller's (WindowOptions.Now, default time.Now). Every
-// call also reads the next bucket's generation, so that processes whose
-// clocks differ by up to one bucket see each other's events, and a bucket
-// boundary opens no gap: an event is remembered for at least Span and at
-// most Span plus one bucket. A Window is safe for concurrent use by
-// multiple goroutines.
+// The generations of a partition live in one Redis string, a ring, where
+// each slot is a word with one bit per generation (docs/format.md): an
+// event costs k word reads and at most k bit writes however long the
+// span. A generation leaving the span is cleared, a few 64 KiB steps in
+// each call, while the bucket before the one that reuses it runs.
+//
+// The clock is Redis's (TIME, read inside every call): every process
+// agrees on the bucket, whatever its own clock. An event is remembered
+// for at least Span and at most Span plus one bucket. A Window is safe for
+// concurrent use by multiple goroutines.
 type Window struct {
-	f      *filter // one generation: the partitions' keys and headers
-	bucket time.Duration
-	gens   int // past generations read besides the current one: ceil(Span/Bucket)
-	// ttl is a generation's: it is read until gens+1 buckets after its
-	// own, and a clock a bucket ahead may create it a bucket early.
-	ttl time.Duration
-	now func() time.Time
-	// settings are what window.lua compares with the settings stored in
-	// each partition's slot: the header of partition p's generations, then
-	// the bucket and span, for partition p at settings[p].
-	settings []string
+	f        *filter // one generation: the partitions' keys and headers
+	bucket   time.Duration
+	span     time.Duration
+	r        ring
+	settings []string // per partition, what the settings hash holds in 's'
+	// clock, in tests only, replaces Redis's clock (Unix ms). Production
+	// handles leave it nil: a process's own clock must not decide which
+	// generations the others lose.
+	clock func() int64
 }
 
 // WindowOptions size a Window. EventsPerBucket, Bucket and Span are
@@ -55,23 +55,24 @@ type WindowOptions struct {
 	Bucket time.Duration
 
 	// Span is how long an event is remembered, at least: a whole number of
-	// buckets or not, at least one bucket and at most 10,000.
+	// buckets or not, at least one bucket and at most 10,000. A word holds
+	// one bit per bucket of the span plus two, read 32 bits per BITFIELD
+	// field: spans of up to 30 buckets cost the least.
 	Span time.Duration
 
 	// Partitions, KeyPrefix, IDLifetime and UseFunctions are as in Options.
+	// With Partitions 0 the window picks enough partitions to keep each
+	// ring under 64 MiB.
 	Partitions   int
 	KeyPrefix    string
 	IDLifetime   time.Duration
 	UseFunctions bool
-
-	// Now is the clock that picks the current bucket. Default time.Now.
-	Now func() time.Time
 }
 
 // NewWindow returns the window called name in the Redis that rdb reaches.
 // Like NewCounting, it validates its arguments and does not contact Redis.
-// Its keys are those of a filter of the same name followed by ":g:" and
-// the bucket's number (Unix time over Bucket).
+// Its keys are those of a filter of the same name followed by ":ring" (the
+// generations) and ":window" (its settings).
 func NewWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	w, err := newWindow(rdb, name, o)
 	if err != nil {
@@ -93,18 +94,31 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 		return bad("Span = %v, want 1 to 10,000 buckets of %v", o.Span, o.Bucket)
 	case math.IsNaN(o.ErrorRate) || o.ErrorRate < 0 || o.ErrorRate >= 1:
 		return bad("ErrorRate = %v, want a value in (0, 1)", o.ErrorRate)
+	case o.Partitions < 0 || o.Partitions > MaxPartitions:
+		return bad("Partitions = %d, want 1 to %d", o.Partitions, MaxPartitions)
 	}
 	gens := int((o.Span + o.Bucket - 1) / o.Bucket)
 	// An absent event is tested against up to gens+1 full generations: the
 	// window meets p when each meets 1 - (1-p)^(1/(gens+1)).
 	p := cmp.Or(o.ErrorRate, DefaultErrorRate)
 	perGen := -math.Expm1(math.Log1p(-p) / float64(gens+1))
-	fo := Options{Capacity: o.EventsPerBucket, ErrorRate: perGen, Partitions: o.Partitions,
-		KeyPrefix: o.KeyPrefix, IDLifetime: o.IDLifetime, UseFunctions: o.UseFunctions}
-	if need := OptimalSlots(o.EventsPerBucket, perGen); need > ModeClassic.maxSlots()*MaxPartitions {
-		return bad("EventsPerBucket = %d needs %d bits a generation at this ErrorRate and Span, more than %d partitions hold",
+	need := OptimalSlots(o.EventsPerBucket, perGen)
+	width := uint64(gens + 2)
+	maxRingSlots := (uint64(maxStringBytes) - uint64(newRing(gens, 0).state)) * 8 / width
+	if need > maxRingSlots*MaxPartitions {
+		return bad("EventsPerBucket = %d needs %d slots a generation at this ErrorRate and Span, more than %d partitions hold",
 			o.EventsPerBucket, need, MaxPartitions)
 	}
+	parts := o.Partitions
+	if parts == 0 {
+		parts = int(max(1, (need*width/8+defaultPartitionBytes-1)/defaultPartitionBytes))
+	}
+	if per := (need + uint64(parts) - 1) / uint64(parts); per > maxRingSlots {
+		return bad("Partitions = %d: %d slots a partition of %d-bit words do not fit in a Redis string; want at least %d",
+			parts, per, width, (need+maxRingSlots-1)/maxRingSlots)
+	}
+	fo := Options{Capacity: o.EventsPerBucket, ErrorRate: perGen, Partitions: parts,
+		KeyPrefix: o.KeyPrefix, IDLifetime: o.IDLifetime, UseFunctions: o.UseFunctions}
 	h, err := fo.resolve(ModeClassic)
 	if err != nil {
 		return nil, err
@@ -114,21 +128,17 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Window{f: f, bucket: o.Bucket, gens: gens, ttl: time.Duration(gens+3) * o.Bucket, now: o.Now}
-	if w.now == nil {
-		w.now = time.Now
-	}
+	w := &Window{f: f, bucket: o.Bucket, span: o.Span, r: newRing(gens, f.h.m)}
 	for _, part := range f.parts {
-		w.settings = append(w.settings, fmt.Sprintf("%sbucket=%dms;span=%dms", part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
+		w.settings = append(w.settings, windowSettings(part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
 	}
 	return w, nil
 }
 
-// settingsKey is the key of the window's settings in partition p's slot:
-// what the window is (window.lua), and which generations were created.
-func (w *Window) settingsKey(p int) string {
-	return w.f.parts[p].key + ":window"
-}
+// The keys of partition p: its ring, its settings, and the scratch keys of
+// a cleaning step.
+func (w *Window) ringKey(p int) string     { return w.f.parts[p].key + ":ring" }
+func (w *Window) settingsKey(p int) string { return w.f.parts[p].key + ":window" }
 
 // TestOrAdd reports whether event was seen within the window and, if not,
 // adds it to the current generation, atomically.
@@ -152,155 +162,59 @@ func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID st
 	return w.testOrAdd(ctx, events, opID)
 }
 
-// TestMany reports for each event whether it was seen within the window,
-// and adds nothing. It runs no script: one pipeline of BITFIELD_RO per round
-// trip, one per live generation of each partition it touches.
-func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) {
-	f := w.f
-	out := make([]bool, len(events))
-	b := w.current()
-	perCall := maxCallSlots / f.h.k
-	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
-		chunk := events[lo:hi]
-		pl := f.place(chunk)
-		type read struct {
-			at   []int
-			gens []*redis.IntSliceCmd // one per live generation
-		}
-		type check struct {
-			p        int
-			settings *redis.SliceCmd    // 's', then whether each generation was created
-			heads    []*redis.StringCmd // each generation's header
-			sizes    []*redis.IntCmd
-		}
-		var touched []int
-		for p, group := range pl.groups {
-			if len(group) > 0 {
-				touched = append(touched, p)
-			}
-		}
-		checks := make([]check, len(touched))
-		perPart := make([][]read, len(touched))
-		// One state of each partition's generations, as read.go's reads.
-		err := f.transact(ctx, touched, func(pipe redis.Pipeliner, i int) {
-			p := touched[i]
-			group := pl.groups[p]
-			// Each generation read is checked as window.lua checks it: a
-			// missing one that was created is damage, not "not seen".
-			c := check{p: p}
-			fields := []string{"s"}
-			for g := b - int64(w.gens); g <= b+1; g++ {
-				fields = append(fields, strconv.FormatInt(g, 10))
-				key := w.generation(p, g)
-				c.heads = append(c.heads, pipe.GetRange(ctx, key, 0, headerSize-1))
-				c.sizes = append(c.sizes, pipe.StrLen(ctx, key))
-			}
-			c.settings = pipe.HMGet(ctx, w.settingsKey(p), fields...)
-			checks[i] = c
-			for a, z := range spans(len(group), perCall) {
-				r := read{at: group[a:z]}
-				for g := b - int64(w.gens); g <= b+1; g++ {
-					args := f.getArgs(append(make([]any, 0, 2+3*len(r.at)*f.h.k), "BITFIELD_RO", w.generation(p, g)), pl, r.at)
-					cmd := redis.NewIntSliceCmd(ctx, args...)
-					_ = pipe.Process(ctx, cmd)
-					r.gens = append(r.gens, cmd)
-				}
-				perPart[i] = append(perPart[i], r)
-			}
-		})
-		if err != nil {
-			return nil, callError("window test", err)
-		}
-		var reads []read
-		for _, rs := range perPart {
-			reads = append(reads, rs...)
-		}
-		for _, c := range checks {
-			vals := c.settings.Val()
-			if s, ok := vals[0].(string); ok && s != w.settings[c.p] {
-				return nil, callError("window test", failf(ErrParamsMismatch, "%s holds other settings than this handle's", w.settingsKey(c.p)))
-			}
-			for g, head := range c.heads {
-				key := w.generation(c.p, b-int64(w.gens)+int64(g))
-				switch {
-				case head.Val() != "":
-					if err := f.check(c.p, head.Val(), c.sizes[g].Val()); err != nil {
-						return nil, callError("window test", fmt.Errorf("%s: %w", key, err))
-					}
-				case vals[g+1] != nil:
-					return nil, callError("window test", failf(ErrDamaged, "%s was created and is gone: its events cannot be told from new ones", key))
-				}
-			}
-		}
-		for _, r := range reads {
-			for _, cmd := range r.gens {
-				bits := cmd.Val() // a generation that does not exist reads as zeros
-				for j, pos := range r.at {
-					if !slices.Contains(bits[j*f.h.k:(j+1)*f.h.k], 0) {
-						out[lo+pos] = true
-					}
-				}
-			}
-		}
+// maxWindowWords bounds the slot words one window call reads (window.lua's
+// MAX_WORDS): about 40 events at k = 35.
+const maxWindowWords = 1500
+
+// place hashes events, with each slot's offset that of its word.
+func (w *Window) place(events []string) placement {
+	pl := w.f.place(events)
+	for j, o := range pl.offsets {
+		pl.offsets[j] = w.r.word(o - headerBits) // a classic slot's offset is its bit
 	}
-	return out, nil
+	return pl
 }
 
-// generation is the key of partition p's generation of bucket b.
-func (w *Window) generation(p int, b int64) string {
-	return w.f.parts[p].key + ":g:" + strconv.FormatInt(b, 10)
-}
-
-// current is the number of the bucket the clock is in.
-func (w *Window) current() int64 {
-	return w.now().UnixMilli() / w.bucket.Milliseconds()
+// clockArg is window.lua's ARGV[8].
+func (w *Window) clockArg() string {
+	if w.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(w.clock(), 10)
 }
 
 func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([]bool, error) {
 	f := w.f
 	out := make([]bool, len(events))
-	b := w.current()
 	keep := f.retryKeep
 	if opID != "" {
 		keep = f.idLifetime
 	}
-	ttl := strconv.FormatInt(w.ttl.Milliseconds(), 10)
-	// A call reads about two bits of a new event in each of gens+2
-	// generations, and at worst all k (an event seen in the last one it
-	// asks): as many events as an add, unless that worst case would pass
-	// 16 calls' worth of slots.
-	perCall := max(1, min(maxCallSlots/f.h.k, 16*maxCallSlots/(f.h.k*(w.gens+2))))
+	perCall := max(1, maxWindowWords/f.h.k)
 	seq := make([]int, len(f.parts))
+	created := false
 	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
 		chunk := events[lo:hi]
-		pl := f.place(chunk)
+		pl := w.place(chunk)
 		calls, answers := pack(pl, perCall, seq, func(p, seq int, at []int) scriptCall {
-			// The current generation, the next, the past ones, then the
-			// record's hashes.
-			keys := []string{w.generation(p, b), w.generation(p, b+1)}
-			for g := b - 1; g >= b-int64(w.gens); g-- {
-				keys = append(keys, w.generation(p, g))
-			}
 			rec := f.record("window", opID, p, seq, chunk, at, keep)
-			keys = append(keys, w.settingsKey(p))
-			keys = append(keys, rec.keys...)
-			args := make([]any, 0, 7+len(at)*f.h.k)
-			args = append(args, f.parts[p].head, ttl, strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.settings[p], "0")
-			return scriptCall{keys: keys, args: f.offsetArgs(args, pl, at)}
+			return w.call(p, rec, f.offsetArgs(w.args(f.parts[p].head, p, rec, "0"), pl, at))
 		})
-		// A call answers '?' when the current generation is missing: the
-		// generations of a bucket are created in every partition together,
-		// so that one lost later is told from one never written, and the
-		// calls go again.
-		for try := 0; len(calls) > 0; try++ {
+		// A call answers '?' when the ring is missing: the rings of every
+		// partition are created together, so that one lost later is told
+		// from one never written; and '~' while its bucket's generation is
+		// still being cleared. Both go again.
+		for len(calls) > 0 {
 			replies, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl)
 			if err != nil {
 				return nil, callError("window", err)
 			}
 			var again []scriptCall
 			var againAt [][]int
+			missing := false
 			for c, r := range replies {
-				if r == "?" {
+				if r == "?" || r == "~" {
+					missing = missing || r == "?"
 					again, againAt = append(again, calls[c]), append(againAt, answers[c])
 					continue
 				}
@@ -308,13 +222,17 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 					return nil, callError("window", err)
 				}
 			}
-			if len(again) > 0 {
-				if try == 2 {
-					return nil, callError("window", failf(ErrDamaged, "%s: the generation of bucket %d keeps vanishing", f.name, b))
+			if missing {
+				if created {
+					return nil, callError("window", failf(ErrDamaged, "%s: a ring keeps vanishing", f.name))
 				}
-				if err := w.createGeneration(ctx, b, ttl); err != nil {
+				if err := w.create(ctx); err != nil {
 					return nil, callError("window", err)
 				}
+				created = true
+			}
+			if err := ctx.Err(); err != nil && len(again) > 0 {
+				return nil, callError("window", err)
 			}
 			calls, answers = again, againAt
 		}
@@ -322,24 +240,196 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 	return out, nil
 }
 
-// createGeneration creates the generation of bucket b in every partition
-// that does not have it yet: window.lua calls with no event that may
-// create.
-func (w *Window) createGeneration(ctx context.Context, b int64, ttl string) error {
+// args are window.lua's ARGV up to the offsets, head its header.
+func (w *Window) args(head string, p int, rec record, create string) []any {
+	return append(make([]any, 0, 10+maxWindowWords), head, w.settings[p],
+		strconv.FormatInt(w.bucket.Milliseconds(), 10), strconv.Itoa(w.r.gens),
+		strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.clockArg(), create)
+}
+
+// call is the script call of partition p with args.
+func (w *Window) call(p int, rec record, args []any) scriptCall {
+	key := w.ringKey(p)
+	keys := append([]string{key, w.settingsKey(p), key + ":mask", key + ":scratch"}, rec.keys...)
+	return scriptCall{keys: keys, args: args}
+}
+
+// create creates the ring of every partition that does not have it yet,
+// unless the window is one of the earlier format, one key per generation,
+// whose events the rings would not see.
+func (w *Window) create(ctx context.Context) error {
 	f := w.f
+	pipe := f.rdb.Pipeline()
+	b := time.Now().UnixMilli() / w.bucket.Milliseconds()
+	var exists []*redis.IntCmd
+	for p := range f.parts {
+		for g := b - int64(w.r.gens) - 2; g <= b+1; g++ {
+			exists = append(exists, pipe.Exists(ctx, f.parts[p].key+":g:"+strconv.FormatInt(g, 10)))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	for _, e := range exists {
+		if e.Val() > 0 {
+			return failf(ErrParamsMismatch, "%s holds generations of a window of an earlier rbloom (one key per generation): let its span pass with that version, or give this one another name", f.name)
+		}
+	}
+	// One incarnation for the rings of every partition, as a filter's.
+	inc := randomIncarnation()
 	calls := make([]scriptCall, len(f.parts))
 	for p := range f.parts {
-		keys := []string{w.generation(p, b), w.generation(p, b+1)}
-		for g := b - 1; g >= b-int64(w.gens); g-- {
-			keys = append(keys, w.generation(p, g))
-		}
 		rec := f.record("window", "", p, 0, nil, nil, f.retryKeep)
-		keys = append(keys, w.settingsKey(p))
-		keys = append(keys, rec.keys...)
-		calls[p] = scriptCall{keys: keys, args: []any{f.parts[p].head, ttl, strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.settings[p], "1"}}
+		calls[p] = w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, "1"))
 	}
 	_, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl)
 	return err
+}
+
+// ringRead is one partition's ring as read in one transaction.
+type ringRead struct {
+	time     *redis.TimeCmd // nil with a test clock
+	head     *redis.StringCmd
+	size     *redis.IntCmd
+	ttl      *redis.DurationCmd
+	settings *redis.SliceCmd
+}
+
+// readRing queues the reads of partition p's ring head and settings.
+func (w *Window) readRing(ctx context.Context, pipe redis.Pipeliner, p int) ringRead {
+	var rr ringRead
+	if w.clock == nil {
+		rr.time = pipe.Time(ctx)
+	}
+	key := w.ringKey(p)
+	rr.head = pipe.GetRange(ctx, key, 0, int64(w.r.state)-1)
+	rr.size = pipe.StrLen(ctx, key)
+	rr.ttl = pipe.PTTL(ctx, key)
+	rr.settings = pipe.HMGet(ctx, w.settingsKey(p), "s", "ring")
+	return rr
+}
+
+// state checks what readRing read of partition p and returns its state
+// and the time of the read; ok is false when the ring does not exist (and
+// was not lost: that is ErrDamaged).
+func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, err error) {
+	key := w.ringKey(p)
+	if w.clock != nil {
+		nowMS = w.clock()
+	} else {
+		nowMS = rr.time.Val().UnixMilli()
+	}
+	vals := rr.settings.Val()
+	if s, isStr := vals[0].(string); isStr && s != w.settings[p] {
+		if earlierFormat(s) {
+			return st, 0, false, failf(ErrParamsMismatch, "%s holds a window written by an earlier rbloom (one key per generation)", w.settingsKey(p))
+		}
+		return st, 0, false, failf(ErrParamsMismatch, "%s holds other settings than this handle's", w.settingsKey(p))
+	}
+	head := rr.head.Val()
+	if head == "" {
+		if rr.size.Val() > 0 {
+			return st, 0, false, failf(ErrNotFilter, "%s holds an empty string", key)
+		}
+		if s, isStr := vals[1].(string); isStr {
+			if until, _ := strconv.ParseInt(s, 10, 64); nowMS < until {
+				return st, 0, false, failf(ErrDamaged, "%s was written until %d and is gone: its events cannot be told from new ones", key, until)
+			}
+		}
+		return st, nowMS, false, nil
+	}
+	want := w.f.parts[p].head
+	if len(head) < identitySize || head[:identitySize] != want[:identitySize] {
+		h, err := parseHeader(head[:min(len(head), headerSize)])
+		if err != nil {
+			return st, 0, false, notFilter(key, err)
+		}
+		return st, 0, false, failf(ErrParamsMismatch, "%s is %s, caller wants %s", key, h.describe(), w.f.h.withIndex(p).describe())
+	}
+	if rr.size.Val() != w.r.size || len(head) != w.r.state {
+		return st, 0, false, failf(ErrDamaged, "%s is %d bytes long, want %d", key, rr.size.Val(), w.r.size)
+	}
+	if head[reservedByte:headerSize] != reservedTail {
+		return st, 0, false, failf(ErrNotFilter, "%s: reserved header bytes are not zero", key)
+	}
+	st, err = w.r.parseState(key, head, w.bucket.Milliseconds())
+	return st, nowMS, err == nil, err
+}
+
+// TestMany reports for each event whether it was seen within the window,
+// and adds nothing. It runs no script: one transaction per partition it
+// touches reads the ring's state and the events' words.
+func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) {
+	f := w.f
+	out := make([]bool, len(events))
+	fields := w.r.fields()
+	types := make([]any, len(fields))
+	for j, width := range fields {
+		types[j] = "u" + strconv.Itoa(width)
+	}
+	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
+		pl := w.place(events[lo:hi])
+		var touched []int
+		for p, group := range pl.groups {
+			if len(group) > 0 {
+				touched = append(touched, p)
+			}
+		}
+		heads := make([]ringRead, len(touched))
+		reads := make([][]*redis.IntSliceCmd, len(touched))
+		err := f.transact(ctx, touched, func(pipe redis.Pipeliner, i int) {
+			p := touched[i]
+			heads[i] = w.readRing(ctx, pipe, p)
+			group := pl.groups[p]
+			for a, z := range spans(len(group), maxWindowWords/f.h.k) {
+				args := []any{"BITFIELD_RO", w.ringKey(p)}
+				for _, e := range group[a:z] {
+					for _, o := range pl.offsets[e*f.h.k : (e+1)*f.h.k] {
+						for j := range fields {
+							args = append(args, argGet, types[j], o+uint64(ringFieldBits*j))
+						}
+					}
+				}
+				cmd := redis.NewIntSliceCmd(ctx, args...)
+				_ = pipe.Process(ctx, cmd)
+				reads[i] = append(reads[i], cmd)
+			}
+		})
+		if err != nil {
+			return nil, callError("window test", err)
+		}
+		words := make([][]uint32, f.h.k)
+		for i, p := range touched {
+			st, nowMS, ok, err := w.state(p, heads[i])
+			if err != nil {
+				return nil, callError("window test", err)
+			}
+			if !ok {
+				continue // no ring: nothing seen
+			}
+			c, err := st.current(w.ringKey(p), nowMS)
+			if err != nil {
+				return nil, callError("window test", err)
+			}
+			mask := st.liveMask(w.r, c)
+			group := pl.groups[p]
+			at := 0
+			for _, cmd := range reads[i] {
+				vals := cmd.Val()
+				for e := 0; e*f.h.k*len(fields) < len(vals); e++ {
+					for t := range words {
+						words[t] = words[t][:0]
+						for j := range fields {
+							words[t] = append(words[t], uint32(vals[(e*f.h.k+t)*len(fields)+j]))
+						}
+					}
+					out[lo+group[at]] = seen(words, mask)
+					at++
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // WindowInfo describes a window's live generations as stored in Redis.
@@ -351,76 +441,89 @@ type WindowInfo struct {
 	Hashes int
 	// ErrorRate is the false-positive rate the window was sized for.
 	ErrorRate float64
-	// Generations are the live generations that exist, oldest first.
+	// Generations are the live generations, oldest first: those of the
+	// buckets of the span that exist, and the current one.
 	Generations []GenerationInfo
-	// Bytes is the length of all of them.
+	// Bytes is the length of the rings, which hold every generation.
 	Bytes int64
+	// Cleaning is the number of ring positions whose bits are being
+	// cleared or wait to be: the generations that left the span.
+	Cleaning int
 }
 
 // GenerationInfo describes one generation of a window.
 type GenerationInfo struct {
 	Start time.Time     // the start of its bucket
 	Items int64         // the events added to it
-	Bytes int64         // the length of its partitions
-	TTL   time.Duration // the shortest time left before a partition expires
+	Bytes int64         // its share of the rings: their length over W, the bits of a word
+	TTL   time.Duration // the time left before it leaves the span
 }
 
-// Info reads the window's live generations, in one round trip.
+// Info reads the window's state, in one transaction per partition.
 func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 	f := w.f
-	b := w.current()
 	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
-	pipe := f.rdb.Pipeline()
-	type gen struct {
-		b     int64
-		heads []func() (string, int64, time.Duration, error)
+	all := make([]int, len(f.parts))
+	reads := make([]ringRead, len(f.parts))
+	for p := range all {
+		all[p] = p
 	}
-	var gens []gen
-	for g := b - int64(w.gens); g <= b+1; g++ {
-		gn := gen{b: g}
-		for p := range f.parts {
-			key := w.generation(p, g)
-			head, size, ttl := pipe.GetRange(ctx, key, 0, headerSize-1), pipe.StrLen(ctx, key), pipe.PTTL(ctx, key)
-			gn.heads = append(gn.heads, func() (string, int64, time.Duration, error) {
-				for _, err := range []error{head.Err(), size.Err(), ttl.Err()} {
-					if err != nil {
-						return "", 0, 0, err
-					}
-				}
-				return head.Val(), size.Val(), ttl.Val(), nil
-			})
-		}
-		gens = append(gens, gn)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	err := f.transact(ctx, all, func(pipe redis.Pipeliner, p int) { reads[p] = w.readRing(ctx, pipe, p) })
+	if err != nil {
 		return nil, callError("window info", err)
 	}
-	for _, gn := range gens {
-		gi := GenerationInfo{Start: time.UnixMilli(gn.b * w.bucket.Milliseconds())}
-		exists := false
-		for p, read := range gn.heads {
-			head, size, ttl, err := read()
-			if err != nil {
-				return nil, callError("window info", err)
+	gens := map[int64]*GenerationInfo{}
+	var current int64
+	for p := range f.parts {
+		st, nowMS, ok, err := w.state(p, reads[p])
+		if err != nil {
+			return nil, callError("window info", err)
+		}
+		if !ok {
+			continue
+		}
+		in.Bytes += reads[p].size.Val()
+		c, err := st.current(w.ringKey(p), nowMS)
+		if err != nil {
+			return nil, callError("window info", err)
+		}
+		current = max(current, c)
+		cleaning := 0
+		for q, h := range st.held {
+			if h < 0 {
+				cleaning++
 			}
-			if head == "" {
+			if !st.live(q, c, w.r.gens) {
 				continue
 			}
-			if err := f.check(p, head, size); err != nil {
-				return nil, callError("window info", err)
+			g := gens[h]
+			if g == nil {
+				end := time.UnixMilli((h + int64(w.r.gens) + 1) * w.bucket.Milliseconds())
+				g = &GenerationInfo{Start: time.UnixMilli(h * w.bucket.Milliseconds()), TTL: end.Sub(time.UnixMilli(nowMS))}
+				gens[h] = g
 			}
-			h, _ := parseHeader(head)
-			exists = true
-			gi.Items += h.items
-			gi.Bytes += size
-			if ttl > 0 && (gi.TTL == 0 || ttl < gi.TTL) {
-				gi.TTL = ttl
-			}
+			g.Items += st.items[q]
+			g.Bytes += w.r.size / int64(w.r.w)
 		}
-		if exists {
-			in.Generations = append(in.Generations, gi)
-			in.Bytes += gi.Bytes
+		in.Cleaning = max(in.Cleaning, cleaning)
+	}
+	for b := current - int64(w.r.gens); b <= current; b++ {
+		if g := gens[b]; g != nil {
+			in.Generations = append(in.Generations, *g)
 		}
 	}
 	return in, nil
+}
+
+// Drop deletes the window from Redis: its rings and settings.
+func (w *Window) Drop(ctx context.Context) error {
+	pipe := w.f.rdb.Pipeline()
+	for p := range w.f.parts {
+		key := w.ringKey(p)
+		pipe.Del(ctx, key, w.settingsKey(p), key+":mask", key+":scratch")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return callError("window drop", fmt.Errorf("%s: %w", w.f.name, err))
+	}
+	return nil
 }

@@ -3,6 +3,8 @@ package rbloom
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +13,8 @@ import (
 )
 
 // A window keeps a filter's guarantees: its settings are stored, its
-// generations are created in every partition together, and a generation
-// that vanished or changed is an error, never a held event answered new.
+// rings are created in every partition together, and a ring that vanished
+// or changed is an error, never a held event answered new.
 
 // TestWindowSettingsStored: a handle that disagrees with the stored window
 // on any setting gets ErrParamsMismatch from every method, even once every
@@ -22,8 +24,8 @@ import (
 func TestWindowSettingsStored(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		clk := newClock(time.UnixMilli(1_000_000_000_000))
-		base := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2, Now: clk.now}
-		w := must(NewWindow(rdb, "stored", base)).on(t)
+		base := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2}
+		w := clocked(must(NewWindow(rdb, "stored", base)).on(t), clk)
 		must(w.TestOrAddManyOnce(ctx, events("e", 50), "batch")).on(t)
 		clk.add(time.Hour) // every generation it wrote is out of the window
 		for name, change := range map[string]func(*WindowOptions){
@@ -36,7 +38,7 @@ func TestWindowSettingsStored(t *testing.T) {
 		} {
 			o := base
 			change(&o)
-			other := must(NewWindow(rdb, "stored", o)).on(t)
+			other := clocked(must(NewWindow(rdb, "stored", o)).on(t), clk)
 			before := dump(t, rdb)
 			for method, call := range map[string]func() error{
 				"TestOrAdd":         func() error { _, err := other.TestOrAdd(ctx, "x"); return err },
@@ -57,12 +59,12 @@ func TestWindowSettingsStored(t *testing.T) {
 	})
 }
 
-// TestWindowDamage is the damage matrix for windows: each generation a
-// call reads (the current, the next, a past one), each way its key can
-// vanish or change, each method. An event the window holds is never
-// answered new (TestOrAdd*) or not seen (TestMany): the call answers seen,
-// or fails. Before, Window.Test read a truncated generation as zeros, and
-// a lost partition of a generation looked never written.
+// TestWindowDamage is the damage matrix for windows: each key a call
+// reads (the ring, which holds every generation, and the settings), each
+// way it can vanish or change, each method, with events held in the
+// current generation and in a past one. An event the window holds is
+// never answered new (TestOrAdd*) or not seen (TestMany): the call answers
+// seen, or fails.
 func TestWindowDamage(t *testing.T) {
 	rdb := realRedis(t)
 	ways := map[string]func(key string){
@@ -76,44 +78,48 @@ func TestWindowDamage(t *testing.T) {
 			v[8]++ // another k
 			rdb.Set(ctx, key, v, 0)
 		},
+		"state garbage": func(key string) { rdb.SetRange(ctx, key, ringPositionsByte, "\x7f\x01\x02\x03\x04\x05\x06\x07") },
+		"other bucket":  func(key string) { rdb.SetRange(ctx, key, ringBucketByte, "\x00\x00\x00\x00\x00\x00\x00\x01") },
 	}
-	for _, gen := range []int64{0, 1, -2} { // current, next, a past one
-		for way, damage := range ways {
-			for _, method := range []string{"TestOrAdd", "TestOrAddMany", "TestOrAddManyOnce", "TestMany"} {
-				rdb.FlushAll(ctx)
-				clk := newClock(time.UnixMilli(1_000_000_000_000))
-				w := must(NewWindow(rdb, "damaged", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2, Now: clk.now})).on(t)
-				// Events held in generation b+gen: its clock then, and now b.
-				clk.add(time.Duration(gen) * time.Minute)
-				held := events("held", 40)
-				must(w.TestOrAddMany(ctx, held)).on(t)
-				clk.add(-time.Duration(gen) * time.Minute)
-				must(w.TestOrAdd(ctx, "now")).on(t) // the current generation exists
-				b := w.current() + gen
-				for p := range w.f.parts {
-					damage(w.generation(p, b))
+	for _, gen := range []int{0, -2} { // events held in the current generation, or a past one
+		for _, target := range []string{"ring", "settings"} {
+			for way, damage := range ways {
+				if target == "settings" && way != "deleted" && way != "expired" && way != "other type" {
+					continue
 				}
-				var got []bool
-				var err error
-				switch method {
-				case "TestOrAdd":
-					var seen bool
-					seen, err = w.TestOrAdd(ctx, held[0])
-					got = []bool{seen}
-				case "TestOrAddMany":
-					got, err = w.TestOrAddMany(ctx, held)
-				case "TestOrAddManyOnce":
-					got, err = w.TestOrAddManyOnce(ctx, held, "batch")
-				case "TestMany":
-					got, err = w.TestMany(ctx, held)
-				}
-				if err != nil {
-					continue // refused: an error, not an answer
-				}
-				for i, seen := range got {
-					if !seen {
-						t.Errorf("generation %+d %s, %s: held %q answered new (not seen), no error", gen, way, method, held[i])
-						break
+				for _, method := range []string{"TestOrAdd", "TestOrAddMany", "TestOrAddManyOnce", "TestMany"} {
+					rdb.FlushAll(ctx)
+					clk := newClock(time.UnixMilli(1_000_000_000_000))
+					w := clocked(must(NewWindow(rdb, "damaged", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2})).on(t), clk)
+					held := events("held", 40)
+					must(w.TestOrAddMany(ctx, held)).on(t)
+					clk.add(-time.Duration(gen) * time.Minute)
+					must(w.TestOrAdd(ctx, "now")).on(t)
+					for p := range w.f.parts {
+						damage(map[string]string{"ring": w.ringKey(p), "settings": w.settingsKey(p)}[target])
+					}
+					var got []bool
+					var err error
+					switch method {
+					case "TestOrAdd":
+						var seen bool
+						seen, err = w.TestOrAdd(ctx, held[0])
+						got = []bool{seen}
+					case "TestOrAddMany":
+						got, err = w.TestOrAddMany(ctx, held)
+					case "TestOrAddManyOnce":
+						got, err = w.TestOrAddManyOnce(ctx, held, "batch")
+					case "TestMany":
+						got, err = w.TestMany(ctx, held)
+					}
+					if err != nil {
+						continue // refused: an error, not an answer
+					}
+					for i, seen := range got {
+						if !seen {
+							t.Errorf("generation %+d, %s %s, %s: held %q answered new (not seen), no error", gen, target, way, method, held[i])
+							break
+						}
 					}
 				}
 			}
@@ -121,40 +127,53 @@ func TestWindowDamage(t *testing.T) {
 	}
 }
 
-// TestWindowGenerationsTogether: the first call in a bucket creates its
-// generation in every partition, so that one lost later is known lost.
-func TestWindowGenerationsTogether(t *testing.T) {
+// TestWindowRingsTogether: the first call creates the ring of every
+// partition, so that one lost later is known lost.
+func TestWindowRingsTogether(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		w := must(NewWindow(rdb, "together", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 4})).on(t)
 		must(w.TestOrAdd(ctx, "one event")).on(t)
-		b := w.current()
 		for p := range w.f.parts {
-			if rdb.Exists(ctx, w.generation(p, b)).Val() != 1 {
-				t.Errorf("partition %d has no generation of bucket %d after the first event", p, b)
+			if rdb.Exists(ctx, w.ringKey(p)).Val() != 1 {
+				t.Errorf("partition %d has no ring after the first event", p)
 			}
 		}
 	})
 }
 
-// TestWindowUpgrade: a window written by a version that stored no settings
-// (its generations exist, its settings key does not) answers every event
-// it holds as seen, and from then on keeps settings.
-func TestWindowUpgrade(t *testing.T) {
+// TestWindowEarlierFormat: a window written by the earlier format (one key
+// per generation, with or without stored settings) is refused with
+// ErrParamsMismatch by every method, never read as empty: no event it
+// holds is answered new, and nothing is written.
+func TestWindowEarlierFormat(t *testing.T) {
 	rdb := realRedis(t)
-	w := must(NewWindow(rdb, "upgraded", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2})).on(t)
-	held := events("held", 100)
-	must(w.TestOrAddMany(ctx, held)).on(t)
-	for p := range w.f.parts {
-		rdb.Del(ctx, w.settingsKey(p))
-	}
-	for i, seen := range must(w.TestOrAddMany(ctx, held)).on(t) {
-		if !seen {
-			t.Fatalf("%q, held before the upgrade, answered new", held[i])
+	o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2}
+	for _, settings := range []bool{true, false} {
+		rdb.FlushAll(ctx)
+		w := must(NewWindow(rdb, "earlier", o)).on(t)
+		b := time.Now().UnixMilli() / time.Minute.Milliseconds()
+		for p, part := range w.f.parts {
+			gen := part.key + ":g:" + strconv.FormatInt(b, 10)
+			rdb.SetRange(ctx, gen, int64(w.f.h.size())-1, "\x00")
+			rdb.SetRange(ctx, gen, 0, part.head)
+			if settings {
+				rdb.HSet(ctx, w.settingsKey(p), "s", fmt.Sprintf("%sbucket=%dms;span=%dms", part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
+			}
 		}
-	}
-	for p := range w.f.parts {
-		if rdb.HGet(ctx, w.settingsKey(p), "s").Val() != w.settings[p] {
-			t.Errorf("partition %d: no settings kept after the upgrade", p)
+		before := dump(t, rdb)
+		for method, call := range map[string]func() error{
+			"TestOrAdd":         func() error { _, err := w.TestOrAdd(ctx, "x"); return err },
+			"TestOrAddManyOnce": func() error { _, err := w.TestOrAddManyOnce(ctx, events("e", 50), "batch"); return err },
+		} {
+			if err := call(); !errors.Is(err, ErrParamsMismatch) || !strings.Contains(err.Error(), "earlier") {
+				t.Errorf("settings stored %v, %s: %v, want ErrParamsMismatch naming the earlier format", settings, method, err)
+			}
+		}
+		if _, err := w.TestMany(ctx, events("e", 50)); settings && !errors.Is(err, ErrParamsMismatch) {
+			t.Errorf("settings stored, TestMany: %v, want ErrParamsMismatch", err)
+		}
+		if after := dump(t, rdb); !maps.Equal(before, after) {
+			t.Errorf("settings stored %v: refused calls changed Redis", settings)
 		}
 	}
 }
@@ -187,10 +206,8 @@ func TestWindowOptionsRefused(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint
-
-// TestWindowLongSpan: a window of 9,000 buckets (each call names 9,002
-// generations) works: no Lua limit is hit checking which were created.
+// TestWindowLongSpan: a window of 9,000 buckets (words of 9,002 bits, read
+// as 282 fields) works: no Lua limit is hit.
 func TestWindowLongSpan(t *testing.T) {
 	rdb := realRedis(t)
 	w := must(NewWindow(rdb, "long", WindowOptions{EventsPerBucket: 100, Bucket: time.Second, Span: 9000 * time.Second})).on(t)

@@ -22,6 +22,12 @@ type clock struct {
 func (c *clock) now() time.Time       { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) add(d time.Duration)  { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
 func newClock(start time.Time) *clock { return &clock{t: start} }
+
+// clocked makes w read clk instead of Redis's clock: tests only.
+func clocked(w *Window, clk *clock) *Window {
+	w.clock = func() int64 { return clk.now().UnixMilli() }
+	return w
+}
 func events(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -36,7 +42,7 @@ func events(prefix string, n int) []string {
 func TestWindowRemembersForTheSpan(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		clk := newClock(time.UnixMilli(1_000_000_000_000))
-		w := must(NewWindow(rdb, "dedup", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 4 * time.Minute, Partitions: 2, Now: clk.now})).on(t)
+		w := clocked(must(NewWindow(rdb, "dedup", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 4 * time.Minute, Partitions: 2})).on(t), clk)
 		evs := events("e", 300)
 		if got := must(w.TestOrAddMany(ctx, evs)).on(t); slices.Contains(got, true) {
 			t.Fatalf("first delivery: some events answered seen: %v", got)
@@ -78,27 +84,51 @@ func TestWindowRemembersForTheSpan(t *testing.T) {
 	})
 }
 
-// TestWindowClockSkew: two processes whose clocks are one bucket apart see
-// each other's events, whichever adds first.
-func TestWindowClockSkew(t *testing.T) {
+// TestWindowRedisClock runs a window on Redis's clock, buckets of 100ms:
+// every event is seen for as long as the span since its add began, the
+// generations that leave the span are cleared and their positions reused
+// bucket after bucket, and events older than the span plus a bucket are
+// forgotten. Two handles share the clock, whatever their processes' own.
+func TestWindowRedisClock(t *testing.T) {
 	rdb := realRedis(t)
-	start := time.UnixMilli(1_000_000_020_000)
-	behind, ahead := newClock(start), newClock(start.Add(time.Minute))
-	o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 10 * time.Minute}
-	o.Now = behind.now
-	wb := must(NewWindow(rdb, "skew", o)).on(t)
-	o.Now = ahead.now
-	wa := must(NewWindow(rdb, "skew", o)).on(t)
-	a, b := events("by-ahead-", 200), events("by-behind-", 200)
-	must(wa.TestOrAddMany(ctx, a)).on(t)
-	must(wb.TestOrAddMany(ctx, b)).on(t)
-	for name, got := range map[string][]bool{
-		"the behind clock, events of the ahead one": must(wb.TestOrAddMany(ctx, a)).on(t),
-		"the ahead clock, events of the behind one": must(wa.TestOrAddMany(ctx, b)).on(t),
-	} {
-		if slices.Contains(got, false) {
-			t.Errorf("%s: some answered new", name)
+	const bucket, span = 100 * time.Millisecond, 300 * time.Millisecond
+	o := WindowOptions{EventsPerBucket: 2000, Bucket: bucket, Span: span, Partitions: 2}
+	w1, w2 := must(NewWindow(rdb, "real", o)).on(t), must(NewWindow(rdb, "real", o)).on(t)
+	type batch struct {
+		events []string
+		start  time.Time
+	}
+	var held []batch
+	forgotten, checked := 0, 0
+	deadline := time.Now().Add(3 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		w := []*Window{w1, w2}[i%2]
+		b := batch{events: events(fmt.Sprint("r", i, "-"), 50), start: time.Now()}
+		if slices.Contains(must(w.TestOrAddMany(ctx, b.events)).on(t), true) {
+			t.Fatalf("batch %d: a new event answered seen", i)
 		}
+		held = append(held, b)
+		for _, old := range held {
+			start := time.Now()
+			got := must(w.TestMany(ctx, old.events)).on(t)
+			switch age := time.Since(old.start); {
+			case start.Sub(old.start) < span:
+				if slices.Contains(got, false) {
+					t.Fatalf("an event added %v ago (span %v) is not seen", age, span)
+				}
+			case age > span+2*bucket:
+				checked++
+				if !slices.Contains(got, true) {
+					forgotten++
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	in := must(w1.Info(ctx)).on(t)
+	t.Logf("%d batches, %d of %d old ones forgotten; %d live generations, %d positions cleaning", len(held), forgotten, checked, len(in.Generations), in.Cleaning)
+	if checked == 0 || forgotten < checked*9/10 {
+		t.Errorf("%d of %d batches older than the span plus two buckets forgotten, want nearly all", forgotten, checked)
 	}
 }
 
@@ -108,7 +138,7 @@ func TestWindowFalsePositives(t *testing.T) {
 	rdb := realRedis(t)
 	clk := newClock(time.UnixMilli(1_000_000_040_000))
 	const perBucket, p = 2000, 0.01
-	w := must(NewWindow(rdb, "fpr", WindowOptions{EventsPerBucket: perBucket, ErrorRate: p, Bucket: time.Minute, Span: 3 * time.Minute, Now: clk.now})).on(t)
+	w := clocked(must(NewWindow(rdb, "fpr", WindowOptions{EventsPerBucket: perBucket, ErrorRate: p, Bucket: time.Minute, Span: 3 * time.Minute})).on(t), clk)
 	for g := range 4 { // the current generation and the 3 before it, all full
 		must(w.TestOrAddMany(ctx, events(fmt.Sprint("g", g, "-"), perBucket))).on(t)
 		clk.add(time.Minute)
@@ -150,9 +180,9 @@ func TestWindowOnce(t *testing.T) {
 	if got := must(wf.TestOrAddMany(ctx, []string{"x0", "by-fcall"})).on(t); !slices.Equal(got, []bool{true, false}) {
 		t.Errorf("TestOrAddMany by FCALL = %v, want [true false]", got)
 	}
-	for _, ttl := range rdb.Keys(ctx, "rbloom:*:g:*").Val() {
-		if d := rdb.PTTL(ctx, ttl).Val(); d <= 0 || d > 63*time.Minute {
-			t.Errorf("%s: TTL %v, want at most Span plus 3 buckets", ttl, d)
+	for _, key := range rdb.Keys(ctx, "rbloom:*:ring").Val() {
+		if d := rdb.PTTL(ctx, key).Val(); d <= 0 || d > 62*time.Minute {
+			t.Errorf("%s: TTL %v, want at most Span plus 2 buckets", key, d)
 		}
 	}
 }
@@ -181,10 +211,11 @@ func BenchmarkWindow(b *testing.B) {
 		b.Run(fmt.Sprint(gens, "gens"), func(b *testing.B) {
 			clk := newClock(time.UnixMilli(1_000_000_000_000))
 			w, err := NewWindow(rdb, fmt.Sprint("bench-", gens), WindowOptions{EventsPerBucket: 1_000_000, ErrorRate: 1e-6,
-				Bucket: time.Hour, Span: time.Duration(gens) * time.Hour, Now: clk.now})
+				Bucket: time.Hour, Span: time.Duration(gens) * time.Hour})
 			if err != nil {
 				b.Fatal(err)
 			}
+			clocked(w, clk)
 			// Every past generation exists, so that each call reads them all.
 			for g := range gens + 1 {
 				if _, err := w.TestOrAddMany(ctx, events(fmt.Sprint("past", g, "-"), 1000)); err != nil {
@@ -215,29 +246,42 @@ func TestWindowForgedArguments(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		w := must(NewWindow(rdb, "forged", WindowOptions{EventsPerBucket: 100, Bucket: time.Minute, Span: 2 * time.Minute})).on(t)
 		must(w.TestOrAdd(ctx, "a")).on(t)
-		b := w.current()
-		keys := []string{w.generation(0, b), w.generation(0, b+1), w.generation(0, b-1), w.f.parts[0].key + ":r:forged"}
+		ring := w.ringKey(0)
+		keys := []string{ring, w.settingsKey(0), ring + ":mask", ring + ":scratch", w.f.parts[0].key + ":r:forged"}
 		counting := must(NewCounting(rdb, "forged", Options{Capacity: 100})).on(t)
-		ok := []any{strconv.Itoa(headerBits)}
+		var ok []any
 		for len(ok) < w.f.h.k {
-			ok = append(ok, strconv.Itoa(headerBits+len(ok)))
+			ok = append(ok, strconv.FormatUint(w.r.word(uint64(len(ok))), 10))
+		}
+		head, settings := w.f.parts[0].head, w.settings[0]
+		argv := func(change func(a []any) []any) []any {
+			a := []any{head, settings, "60000", "2", "60000", forgedField, "", "", "0"}
+			return change(append(a, ok...))
+		}
+		set := func(i int, v any) func(a []any) []any {
+			return func(a []any) []any { a[i] = v; return a }
 		}
 		before := dump(t, rdb)
 		for name, args := range map[string][]any{
-			"counting header": append([]any{counting.f.parts[0].head, "60000", "60000", forgedField, ""}, ok...),
-			"bad TTL":         append([]any{w.f.parts[0].head, "0", "60000", forgedField, ""}, ok...),
-			"bad keep":        append([]any{w.f.parts[0].head, "60000", "x", forgedField, ""}, ok...),
-			"short tag":       append([]any{w.f.parts[0].head, "60000", "60000", forgedField, "a:b"}, ok...),
-			"offset past m":   append([]any{w.f.parts[0].head, "60000", "60000", forgedField, ""}, append(slices.Clone(ok[1:]), strconv.Itoa(headerBits+int(w.f.h.m)))...),
-			"hex offset":      append([]any{w.f.parts[0].head, "60000", "60000", forgedField, ""}, append(slices.Clone(ok[1:]), "0x200")...),
-			"half an event":   append([]any{w.f.parts[0].head, "60000", "60000", forgedField, ""}, ok[1:]...),
+			"counting header": argv(set(0, counting.f.parts[0].head)),
+			"other settings":  argv(set(1, counting.f.parts[0].head+";ring;")),
+			"bucket 0":        argv(set(2, "0")),
+			"gens 0":          argv(set(3, "0")),
+			"bad keep":        argv(set(4, "x")),
+			"short tag":       argv(set(6, "a:b")),
+			"bad clock":       argv(set(7, "-5")),
+			"bad create":      argv(set(8, "x")),
+			"offset past m":   argv(set(9+w.f.h.k-1, strconv.FormatUint(w.r.word(w.f.h.m), 10))),
+			"inside a word":   argv(set(9, strconv.FormatUint(w.r.word(1)+1, 10))),
+			"not a number":    argv(set(9, "x")),
+			"half an event":   argv(func(a []any) []any { return a[:len(a)-1] }),
 		} {
-			for _, current := range []string{keys[0], keys[1]} { // existing, then missing
-				k := append([]string{current}, keys[1:]...)
-				if err := windowScript.Run(ctx, rdb, k, args...).Err(); err == nil {
-					t.Errorf("%s on %s: no error", name, current)
-				}
+			if err := windowScript.Run(ctx, rdb, keys, args...).Err(); err == nil {
+				t.Errorf("%s: no error", name)
 			}
+		}
+		if err := windowScript.Run(ctx, rdb, keys[:4], argv(set(0, head))...).Err(); err == nil {
+			t.Errorf("no record key: no error")
 		}
 		if after := dump(t, rdb); !maps.Equal(before, after) {
 			t.Errorf("forged calls changed Redis")
@@ -249,23 +293,25 @@ func TestWindowForgedArguments(t *testing.T) {
 // model of the window in Go: one set of bits per partition and bucket,
 // an event seen when its k bits are all set in a generation the call
 // reads, each event seeing the ones before it. The window is small and
-// overfull, so that bits collide, batches repeat events, and the
-// script's slot-by-slot reads take every path (an event whose first 0 bit
-// an earlier event of the call set, among them).
+// overfull, so that bits collide and batches repeat events, and the clock
+// jumps over buckets, so that ring positions are cleared and reused.
 func TestWindowMatchesModel(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		clk := newClock(time.UnixMilli(1_000_000_000_000))
-		w := must(NewWindow(rdb, "model", WindowOptions{EventsPerBucket: 40, ErrorRate: 0.05,
-			Bucket: time.Minute, Span: 2 * time.Minute, Partitions: 2, Now: clk.now})).on(t)
+		w := clocked(must(NewWindow(rdb, "model", WindowOptions{EventsPerBucket: 40, ErrorRate: 0.05,
+			Bucket: time.Minute, Span: 2 * time.Minute, Partitions: 2})).on(t), clk)
 		f := w.f
 		model := map[[2]int64]map[uint64]bool{} // (partition, bucket) -> bits set
 		rng := rand.New(rand.NewPCG(1, 2))
 		seenAnswers, calls := 0, 0
 		for step := range 60 {
-			if step%6 == 5 {
+			switch {
+			case step%15 == 14: // buckets go by with no call: their positions are cleared in one go
+				clk.add(3 * time.Minute)
+			case step%6 == 5:
 				clk.add(20 * time.Second)
 			}
-			b := w.current()
+			b := clk.now().UnixMilli() / time.Minute.Milliseconds()
 			batch := make([]string, 1+rng.IntN(120))
 			for i := range batch {
 				batch[i] = fmt.Sprint("e", rng.IntN(400))
@@ -275,7 +321,7 @@ func TestWindowMatchesModel(t *testing.T) {
 			for i, e := range batch {
 				p, offsets := f.locate(nil, e)
 				seen := false
-				for g := b - int64(w.gens); g <= b+1 && !seen; g++ {
+				for g := b - int64(w.r.gens); g <= b && !seen; g++ {
 					bits := model[[2]int64{int64(p), g}]
 					all := bits != nil
 					for _, o := range offsets {

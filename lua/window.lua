@@ -1,213 +1,431 @@
--- window.lua: test-or-add events in a window of generations, atomically.
--- A window keeps one classic filter per time bucket, a generation, for
--- each partition; all the generations of a partition share its hash slot.
--- An event was seen when all its k bits are set in any live generation;
--- an event not seen is added to the current one. Events are taken in
--- order, each seeing the ones before it in this call.
+-- window.lua: test-or-add events in a window, atomically.
 --
--- KEYS[1]   the current generation: unseen events are added to it
--- KEYS[2..] the other live generations, only read (the next bucket's
---           among them, for clients whose clocks run a bucket ahead); each
---           generation's key ends in ':g:' and its bucket's number
--- KEYS[g+1] the window's settings in this partition's slot, a hash: field
---           's' holds ARGV[6]; a field named after a bucket's number says
---           that the generation of that bucket was created, so that one
---           that vanished is told from one never written
--- KEYS[g+2..] the hashes of this call's record, as in add.lua: one, or
+-- A window partition is one Redis string, its ring (docs/format.md):
+--   bytes 0 .. HEADER-1   the header of one generation's partition (classic)
+--   then the state, int64 big-endian each: the bucket in ms, W, the
+--     cleaning cursor, then for each ring position q = 0 .. W-1 the bucket
+--     it holds (> 0; 0: clean, -1: to clean, -2: being cleaned in this
+--     pass) and the events added to it
+--   then m words of W bits, one per slot, from byte DATA
+-- Bit q of slot s's word (bit DATA*8 + s*W + q of the string) is slot s of
+-- the generation at position q. The generation of bucket b (Unix ms over
+-- the bucket's ms) lives at position b mod W. W = gens + 2: the current
+-- bucket's generation, the gens before it (the live ones), and one whose
+-- bits are cleared while the current bucket runs, for the next.
+--
+-- An event was seen when some live generation has its bit set in all k of
+-- its words: one BITFIELD GET per word reads every generation at once, so
+-- the cost of an event does not grow with the span. Events are taken in
+-- order, each seeing the ones before it in this call; an unseen event gets
+-- the current generation's bit set in its k words.
+--
+-- The clock is Redis's (TIME), never earlier than the newest generation:
+-- every process agrees on the bucket, and a clock that steps back does
+-- not reopen an old one. A generation that leaves the span is cleared in
+-- passes over the words, CLEAN_STEP bytes at a time with BITOP AND
+-- against a mask, a few steps in each call.
+--
+-- KEYS[1]   the ring
+-- KEYS[2]   the window's settings in this slot, a hash: 's' holds ARGV[2];
+--           'ring' the time (ms) at which the ring expires if nothing is
+--           written, so that one lost before it is told from one expired
+-- KEYS[3], KEYS[4]  scratch keys of a cleaning step (the mask, the chunk),
+--           deleted before the script returns
+-- KEYS[5..] the hashes of this call's record, as in add.lua: one, or
 --           ONCE_RECORD_KEYS under an operation id
--- ARGV[1]   the generations' 64-byte header (classic)
--- ARGV[2]   TTL in ms given to the current generation when this call
---           creates it
--- ARGV[3]   the TTL in ms a record hash gets from its first record
--- ARGV[4]   the record's field, as in add.lua
--- ARGV[5]   the record's tag, as in add.lua
--- ARGV[6]   the window's settings: ARGV[1], then its bucket and span
--- ARGV[7]   '1' if this call may create the current generation, '0' if
---           not: the client creates the generation of a bucket in every
---           partition together, as a filter's partitions are
--- ARGV[8..] the bit offsets of each event's k bits, in decimal
+-- ARGV[1]   the generations' 64-byte header (classic); a call that may
+--           create the ring gives it the incarnation of the new rings
+-- ARGV[2]   the window's settings: ARGV[1], then ';ring;' and its bucket
+--           and span
+-- ARGV[3]   the bucket in ms
+-- ARGV[4]   gens, the past generations read besides the current one
+-- ARGV[5]   the TTL in ms a record hash gets from its first record
+-- ARGV[6]   the record's field, as in add.lua
+-- ARGV[7]   the record's tag, as in add.lua
+-- ARGV[8]   '' to use Redis's clock, or a time in ms (tests)
+-- ARGV[9]   '1' if this call may create the ring, '0' if not: the client
+--           creates the rings of every partition together
+-- ARGV[10..] the bit offset of the word of each event's k slots, in decimal
 -- Returns   one character per event: '1' seen (not added), '0' new
---           (added); '?' when the current generation does not exist and
---           ARGV[7] is '0' (nothing written). Fails with RBLOOM_MISMATCH
---           when the stored settings are not ARGV[6], and RBLOOM_DAMAGED
---           when a generation the settings say was created is missing:
---           its events must not be answered new.
+--           (added); '?' when the ring does not exist and ARGV[9] is '0';
+--           '~' when the current bucket's position is still being cleared
+--           (nothing answered: call again). Fails with RBLOOM_MISMATCH when
+--           the stored settings are not this call's, and RBLOOM_DAMAGED
+--           when the ring is missing before its time, truncated, or holds
+--           a state no window writes: its events must not be answered new.
 
-local field, tag, settingsArg, create = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-local FIRST_OFFSET = 8
--- KEYS[1..gens] are generations, then the settings, then the record.
-local gens = #KEYS - 1 - ((tag == '') and 1 or ONCE_RECORD_KEYS)
-if gens < 1 then return reject('ARGS', 'no generation among ' .. #KEYS .. ' keys') end
-local current, settings, record = KEYS[1], KEYS[gens + 1], KEYS[gens + 2]
+local head, settingsArg, field, tag, clock, create = ARGV[1], ARGV[2], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local FIRST_OFFSET = 10
+local CLEAN_STEP = 65536   -- bytes of words one BITOP clears (about 20 us)
+local CLEAN_CALL = 4       -- steps a call that answers events takes
+local CLEAN_BLOCKED = 16   -- steps a call takes when its bucket waits on them
+local MAX_WORDS = 1500     -- slot words a call reads and writes: 4 BITFIELD arguments each at most
+local ring, settings, maskKey, scratch = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
-local f, why = parse(ARGV[1])
+local f, why = parse(head)
 if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
 if f.mode ~= 'b' then return reject('ARGS', 'a window holds classic generations') end
-local ttl = int(ARGV[2], 1, 2^50)
-local keep = int(ARGV[3], 1, 2^50)
-if not ttl or not keep then return reject('ARGS', 'ARGV[2] or ARGV[3] is not a duration in ms') end
-if #settingsArg <= HEADER or string.sub(settingsArg, 1, HEADER) ~= ARGV[1] then
-  return reject('ARGS', 'ARGV[6] does not start with ARGV[1]')
+local bucketMS = int(ARGV[3], 1, 2^40)
+local gens = int(ARGV[4], 1, 10000)
+local keep = int(ARGV[5], 1, 2^50)
+if not bucketMS or not gens or not keep then
+  return reject('ARGS', 'ARGV[3..5] are not a bucket, a number of generations and a duration')
 end
-if create ~= '0' and create ~= '1' then return reject('ARGS', 'ARGV[7] is not 0 or 1') end
+if #settingsArg <= HEADER or string.sub(settingsArg, 1, IDENTITY) ~= f.ident then
+  return reject('ARGS', 'ARGV[2] does not start with ARGV[1]\'s identity')
+end
+if create ~= '0' and create ~= '1' then return reject('ARGS', 'ARGV[9] is not 0 or 1') end
+if #KEYS < 5 then return reject('ARGS', 'want the ring, the settings, two scratch keys and a record') end
+
+local W = gens + 2
+local DATA = RING_POSITIONS_BYTE + RING_POSITION_SIZE * W
+-- The bit offsets of position q's bucket and events in the state.
+local function heldBit(q) return 8 * (RING_POSITIONS_BYTE + RING_POSITION_SIZE * q) end
+local function itemsBit(q) return 8 * (RING_POSITIONS_BYTE + RING_POSITION_SIZE * q + 8) end
+local size = DATA + math.ceil(f.m * W / 8)
+if size > MAX_STRING_BYTES then return reject('ARGS', 'a ring of ' .. size .. ' bytes does not fit in a Redis string') end
+local dataBytes = size - DATA
+
+-- The words of this call's events, checked before anything is written.
+local words = {}
+local nOffsets = #ARGV - FIRST_OFFSET + 1
+if nOffsets % f.k ~= 0 or nOffsets > MAX_WORDS then
+  return reject('ARGS', nOffsets .. ' word offsets: not a multiple of k = ' .. f.k .. ' up to ' .. MAX_WORDS)
+end
+local n = nOffsets / f.k
+do
+  local lo, hi = DATA * 8, DATA * 8 + (f.m - 1) * W
+  local ok, bad = pcall(function()
+    for i = FIRST_OFFSET, #ARGV do
+      local o = ARGV[i] + 0
+      if o < lo or o > hi or (o - lo) % W ~= 0 then return i end
+      words[#words + 1] = o
+    end
+  end)
+  if not ok then return reject('ARGS', 'ARGV[' .. FIRST_OFFSET .. '..] are not all numbers') end
+  if bad then return reject('ARGS', 'ARGV[' .. bad .. '] is not the bit offset of a slot\'s word') end
+end
+
+local now
+if clock == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = int(clock, 1, 2^52)
+  if not now then return reject('ARGS', 'ARGV[8] is not a time in ms') end
+end
+
 -- A handle with other settings is refused before anything else, replays
--- included: it would look for records and generations elsewhere.
-local stored = redis.call('HGET', settings, 's')
-if stored and stored ~= settingsArg then
+-- included: its events live elsewhere, or mean something else.
+local stored = redis.call('HMGET', settings, 's', 'ring')
+local storedSettings, expires = stored[1], tonumber(stored[2])
+if storedSettings and storedSettings ~= settingsArg then
+  if not string.find(storedSettings, ';ring;', HEADER + 1, true) then
+    return reject('MISMATCH', settings .. ' holds a window written by an earlier rbloom (one key per generation): ' ..
+      'let its span pass with that version, or give this one another name')
+  end
   return reject('MISMATCH', settings .. ' holds other settings than this handle\'s (partitions, events per bucket, error rate, id lifetime, bucket or span)')
 end
-local done, err = replay(gens + 2, field, tag, '')
+-- int64 reads the big-endian int64 at byte i (from 1) of s.
+local function int64(s, i)
+  local b = {string.byte(s, i, i + 7)}
+  local v, neg = 0, b[1] >= 128
+  for j = 1, 8 do v = v * 256 + (neg and 255 - b[j] or b[j]) end
+  if neg then return -v - 1 end
+  return v
+end
+
+local got = redis.pcall('GETRANGE', ring, 0, DATA - 1)
+if type(got) == 'table' then
+  if string.find(got.err, 'WRONGTYPE', 1, true) then return reject('NOTFILTER', ring .. ' holds another type') end
+  return got
+end
+local held, cursor = {}, 0 -- held[q]: what position q holds, as in the state
+if got == '' then
+  if redis.call('EXISTS', ring) == 1 then return reject('NOTFILTER', ring .. ' holds an empty string') end
+  if expires and now < expires then
+    return reject('DAMAGED', ring .. ' was written until ' .. expires .. ' and is gone: its events cannot be told from new ones')
+  end
+  if create == '0' then return '?' end
+  for q = 0, W - 1 do held[q] = 0 end
+else
+  if string.sub(got, 1, IDENTITY) ~= f.ident then
+    local have, whyNot = parse(string.sub(got, 1, HEADER))
+    if not have then return reject('NOTFILTER', ring .. ': ' .. whyNot) end
+    return reject('MISMATCH', ring .. ' is ' .. describe(have) .. ', caller wants ' .. describe(f))
+  end
+  local length = redis.call('STRLEN', ring)
+  if length ~= size or #got ~= DATA then
+    return reject('DAMAGED', ring .. ' is ' .. length .. ' bytes long, want ' .. size)
+  end
+  if string.sub(got, RESERVED_BYTE + 1, HEADER) ~= RESERVED then
+    return reject('NOTFILTER', ring .. ': reserved header bytes are not zero')
+  end
+  if int64(got, RING_BUCKET_BYTE + 1) ~= bucketMS or int64(got, RING_W_BYTE + 1) ~= W then
+    return reject('MISMATCH', ring .. ' holds a window of other buckets or span')
+  end
+  cursor = int64(got, RING_CURSOR_BYTE + 1)
+  if cursor < 0 or cursor > dataBytes then return reject('DAMAGED', ring .. ': cleaning cursor ' .. cursor) end
+  for q = 0, W - 1 do
+    local h = int64(got, RING_POSITIONS_BYTE + 1 + RING_POSITION_SIZE * q)
+    if h < -2 or (h > 0 and h % W ~= q) then
+      return reject('DAMAGED', ring .. ': position ' .. q .. ' holds ' .. h)
+    end
+    held[q] = h
+  end
+end
+
+-- An operation id's record holds the incarnation of the rings it was
+-- applied to: one left by a window that was dropped is not replayed.
+local inc = incarnation(got ~= '' and got or head)
+local done, err = replay(5, field, tag, inc)
 if err then return err end
 if done then return done end
-local bucket = {} -- each generation's bucket number, from its key
-for g = 1, gens do
-  bucket[g] = string.match(KEYS[g], ':g:(%-?%d+)$')
-  if not bucket[g] then return reject('ARGS', KEYS[g] .. ' is not the key of a generation') end
-end
-local live = {} -- the generations that exist, KEYS index -> true
-for g = 1, gens do
-  local exists, _, openErr = open(KEYS[g], f)
-  if openErr then return openErr end
-  live[g] = exists
-end
-local _, n -- the BITFIELD arguments slots builds are not used: its checks are
-_, n, err = slots(f, ARGV, FIRST_OFFSET, 'SET', '1')
-if err then return err end
-if not live[1] then
-  local bad = canonical(ARGV, FIRST_OFFSET)
-  if bad then return reject('ARGS', 'ARGV[' .. bad .. '] is not a decimal offset') end
-end
--- Which generations were created, asked 1000 at a time (unpack has a
--- limit, and a span may have 10,000 buckets).
-for lo = 1, gens, 1000 do
-  local hi = math.min(gens, lo + 999)
-  local created = redis.call('HMGET', settings, unpack(bucket, lo, hi))
-  for g = lo, hi do
-    if not live[g] and created[g - lo + 1] then
-      return reject('DAMAGED', KEYS[g] .. ' was created and is gone: its events cannot be told from new ones')
-    end
+
+-- The bucket now: Redis's, or the newest one written if that is later (a
+-- clock stepped back); a generation newer than Redis's clock by more than
+-- the span is damage, not time.
+local c = math.floor(now / bucketMS)
+for q = 0, W - 1 do
+  if held[q] > c + W then
+    return reject('DAMAGED', ring .. ': position ' .. q .. ' holds bucket ' .. held[q] .. ', ahead of the clock\'s ' .. c)
   end
 end
-if not live[1] and create == '0' then return '?' end
-if not stored then
-  -- The first call of this window here, or one of a version that kept no
-  -- settings: its live generations become known as created.
-  redis.call('HSET', settings, 's', settingsArg)
-  for g = 1, gens do
-    if live[g] then redis.call('HSET', settings, bucket[g], '1') end
+for q = 0, W - 1 do
+  if held[q] > c then c = held[q] end
+end
+local state = {} -- the BITFIELD arguments that write the state back
+local function setHeld(q, v)
+  held[q] = v
+  state[#state + 1] = 'SET'; state[#state + 1] = 'i64'; state[#state + 1] = heldBit(q)
+  state[#state + 1] = v
+  if v == 0 then -- cleared: no events
+    state[#state + 1] = 'SET'; state[#state + 1] = 'i64'; state[#state + 1] = itemsBit(q)
+    state[#state + 1] = 0
   end
 end
-if not live[1] then
-  -- Created with the other partitions' (the client's create calls), even
-  -- when no event of this call is new, and known as created from now on.
-  redis.call('SETRANGE', current, f.size - 1, '\0')
-  redis.call('SETRANGE', current, 0, ARGV[1])
-  redis.call('PEXPIRE', current, ttl)
-  redis.call('HSET', settings, bucket[1], '1')
-  -- Forget the generations older than any a call still reads.
-  local oldest = tonumber(bucket[1]) - gens
-  for _, b in ipairs(redis.call('HKEYS', settings)) do
-    local v = tonumber(b)
-    if v and v < oldest then redis.call('HDEL', settings, b) end
-  end
-  live[1] = true
+for q = 0, W - 1 do
+  if held[q] > 0 and held[q] < c - gens then setHeld(q, -1) end
 end
 
-local offsets = {unpack(ARGV, FIRST_OFFSET)} -- event i's slot t: offsets[(i - 1) * k + t]
-local k = f.k
-
--- allSet returns the events of list whose k bits are all set in the
--- generation at key. It reads slot by slot, one BITFIELD_RO a round for
--- the events whose bits read so far are all 1, so a new event costs about
--- two bits a generation (a generation is at most half full), not k. When
--- zeroAt is given, it records there each other event's first 0 slot.
-local function allSet(key, list, zeroAt)
-  local left = list
-  for t = 1, k do
-    if #left == 0 then break end
-    local get = {}
-    for j = 1, #left do
-      get[3 * j - 2], get[3 * j - 1], get[3 * j] = 'GET', 'u1', offsets[(left[j] - 1) * k + t]
-    end
-    local bits = redis.call('BITFIELD_RO', key, unpack(get))
-    local ones = {}
-    for j = 1, #left do
-      if bits[j] == 1 then ones[#ones + 1] = left[j]
-      elseif zeroAt then zeroAt[left[j]] = t end
-    end
-    left = ones
+-- clean takes up to steps steps of the cleaning pass, starting one for the
+-- positions to clean when none runs. It returns whether none is left.
+local function clean(steps)
+  local active, waiting = false, false
+  for q = 0, W - 1 do
+    if held[q] == -2 then active = true elseif held[q] == -1 then waiting = true end
   end
-  return left
+  if not active then
+    if not waiting then return true end
+    for q = 0, W - 1 do
+      if held[q] == -1 then setHeld(q, -2) end
+    end
+    cursor = 0
+  end
+  -- The mask keeps every bit but those of positions being cleaned. It is
+  -- made from the state each time, never trusted from a key. Its period
+  -- is W bytes, 8 words, and every step starts at a multiple of it.
+  local period = {}
+  for i = 0, W - 1 do
+    local v = 0
+    for b = 0, 7 do
+      if held[(8 * i + b) % W] ~= -2 then v = v + 2 ^ (7 - b) end
+    end
+    period[i + 1] = string.char(v)
+  end
+  local step = W * math.floor(CLEAN_STEP / W)
+  redis.call('SET', maskKey, string.rep(table.concat(period), step / W))
+  for _ = 1, steps do
+    if cursor >= dataBytes then break end
+    local from = DATA + cursor
+    local to = math.min(from + step, size) - 1
+    redis.call('SET', scratch, redis.call('GETRANGE', ring, from, to))
+    redis.call('BITOP', 'AND', scratch, scratch, maskKey)
+    redis.call('SETRANGE', ring, from, redis.call('GETRANGE', scratch, 0, to - from))
+    cursor = cursor + to - from + 1
+  end
+  redis.call('DEL', maskKey, scratch)
+  state[#state + 1] = 'SET'; state[#state + 1] = 'i64'; state[#state + 1] = 8 * RING_CURSOR_BYTE
+  if cursor < dataBytes then
+    state[#state + 1] = cursor
+    return false
+  end
+  state[#state + 1] = 0
+  cursor = 0
+  waiting = false
+  for q = 0, W - 1 do
+    if held[q] == -2 then setHeld(q, 0) elseif held[q] == -1 then waiting = true end
+  end
+  return not waiting
 end
 
--- Which events were seen before this call: the current generation first,
--- then the others, each asked only about the events not seen yet.
-local seenBefore, zeroAt, rest = {}, {}, {}
-for i = 1, n do rest[i] = i end
-for g = 1, gens do
-  if live[g] and #rest > 0 then
-    local set = allSet(KEYS[g], rest, (g == 1) and zeroAt or nil)
-    if #set > 0 then
-      for _, i in ipairs(set) do seenBefore[i] = true end
-      local left = {}
-      for _, i in ipairs(rest) do
-        if not seenBefore[i] then left[#left + 1] = i end
+-- Every check is done: from here on the script writes.
+if got == '' then
+  redis.call('SETRANGE', ring, size - 1, '\0')
+  redis.call('SETRANGE', ring, 0, head)
+  redis.call('BITFIELD', ring, 'SET', 'i64', 8 * RING_BUCKET_BYTE, bucketMS, 'SET', 'i64', 8 * RING_W_BYTE, W)
+end
+if not storedSettings then redis.call('HSET', settings, 's', settingsArg) end
+-- The ring lives for the span after its last write; the settings remember
+-- until when, a bucket longer.
+local ttl = W * bucketMS
+if not expires or expires < now + ttl - bucketMS then
+  if clock == '' then redis.call('PEXPIREAT', ring, now + ttl) else redis.call('PEXPIRE', ring, ttl) end
+  redis.call('HSET', settings, 'ring', now + ttl)
+  redis.call('PEXPIRE', settings, ttl + bucketMS)
+end
+
+local qc = c % W
+if held[qc] == 0 then setHeld(qc, c) end
+if held[qc] ~= c then
+  -- The current bucket's position still holds bits of an old generation:
+  -- clear them first, over as many calls as it takes.
+  clean(CLEAN_BLOCKED)
+  if held[qc] == 0 then setHeld(qc, c) end
+  if #state > 0 then redis.call('BITFIELD', ring, unpack(state)) end
+  if held[qc] ~= c then return '~' end
+  state = {}
+end
+
+local out = {}
+if n > 0 then
+  -- Which bits of a word are live generations (the current one apart), and
+  -- the current one's: words of more than RING_FIELD_BITS are read as
+  -- fields of up to that, which Lua's bit library handles.
+  local F = math.ceil(W / RING_FIELD_BITS)
+  local width, typ, live, any = {}, {}, {}, {}
+  for j = 1, F do
+    width[j] = math.min(RING_FIELD_BITS, W - RING_FIELD_BITS * (j - 1))
+    typ[j] = 'u' .. width[j]
+    live[j] = 0
+  end
+  for q = 0, W - 1 do
+    if q ~= qc and held[q] > 0 and held[q] >= c - gens then
+      local j = math.floor(q / RING_FIELD_BITS) + 1
+      live[j] = live[j] + 2 ^ (width[j] - 1 - q % RING_FIELD_BITS)
+    end
+  end
+  local cj = math.floor(qc / RING_FIELD_BITS) + 1
+  local cbit = 2 ^ (width[cj] - 1 - qc % RING_FIELD_BITS)
+  for j = 1, F do any[j] = live[j] + ((j == cj) and cbit or 0) end
+  local hasBit, lib = pcall(function() return bit end)
+  local band = hasBit and lib and lib.band or function(a, b)
+    -- miniredis's Lua has no bit library
+    local r, p = 0, 1
+    while a > 0 and b > 0 do
+      local x, y = a % 2, b % 2
+      if x == 1 and y == 1 then r = r + p end
+      a, b, p = (a - x) / 2, (b - y) / 2, p * 2
+    end
+    return r
+  end
+
+  local k = f.k
+  local vals = {} -- word w's field j at vals[(w - 1) * F + j], once read
+  -- read reads the words of the events in list, t = from .. to of each.
+  -- Offsets go to Redis as the client wrote them where they can: a number
+  -- Lua passes costs Redis a conversion.
+  local function read(list, from, to)
+    local get, at = {}, {}
+    for _, i in ipairs(list) do
+      for t = from, to do
+        local w = (i - 1) * k + t
+        for j = 1, F do
+          local a = #get
+          get[a + 1], get[a + 2] = 'GET', typ[j]
+          get[a + 3] = (j == 1) and ARGV[FIRST_OFFSET + w - 1] or words[w] + RING_FIELD_BITS * (j - 1)
+          at[#at + 1] = (w - 1) * F + j
+        end
       end
-      rest = left
+    end
+    for lo = 1, #get, 6000 do
+      local part = redis.call('BITFIELD_RO', ring, unpack(get, lo, math.min(#get, lo + 5999)))
+      for x = 1, #part do vals[at[(lo - 1) / 3 + x]] = part[x] end
     end
   end
-end
 
--- setNow reports whether event i's bits are all set in the current
--- generation once the events before it in this call are added (now: the
--- offsets they set). Its first 0 slot, zeroAt[i], must be among them;
--- the bits after it were not read, and are read here (an event repeated
--- within a call, or one whose bits earlier events happen to cover).
-local function setNow(i, now)
-  local base, z = (i - 1) * k, zeroAt[i]
-  if live[1] and not now[offsets[base + z]] then return false end
-  local get = {}
-  for t = 1, k do
-    local o = offsets[base + t]
-    if not now[o] then
-      if not live[1] then return false end
-      if t > z then
-        get[#get + 1] = 'GET'
-        get[#get + 1] = 'u1'
-        get[#get + 1] = o
+  -- The first few words of every event, then the rest only for the events
+  -- those leave in doubt: a new event rarely has a generation whose bits
+  -- are set in its first 8 words, so it costs 8 reads, not k.
+  local R = math.min(k, 8)
+  local all = {}
+  for i = 1, n do all[i] = i end
+  read(all, 1, R)
+  local doubt = {}
+  for i = 1, n do
+    local base = (i - 1) * k
+    for j = 1, F do
+      local a = any[j]
+      for t = 1, R do
+        if a == 0 then break end
+        a = band(a, vals[(base + t - 1) * F + j])
+      end
+      if a ~= 0 then doubt[#doubt + 1] = i; break end
+    end
+  end
+  if R < k and #doubt > 0 then read(doubt, R + 1, k) end
+
+  local setNow = {} -- word offset -> true once an earlier event of this call set its bit
+  local add = {}
+  local added = 0
+  for i = 1, n do
+    local base = (i - 1) * k
+    if R < k and not vals[(base + k - 1) * F + 1] then
+      -- Not in doubt: no generation has all of its first R bits, unless
+      -- earlier events of this call set the current one's; then the rest
+      -- is needed to tell.
+      local maybe = true
+      for t = 1, R do
+        local w = base + t
+        if band(vals[(w - 1) * F + cj], cbit) == 0 and not setNow[words[w]] then maybe = false; break end
+      end
+      if maybe then read({i}, R + 1, k) end
+    end
+    local seen = false
+    if vals[(base + k - 1) * F + 1] then
+      for j = 1, F do
+        local a = live[j]
+        if a ~= 0 then
+          for t = 1, k do
+            a = band(a, vals[(base + t - 1) * F + j])
+            if a == 0 then break end
+          end
+          if a ~= 0 then seen = true; break end
+        end
+      end
+      if not seen then
+        seen = true
+        for t = 1, k do
+          local w = base + t
+          if band(vals[(w - 1) * F + cj], cbit) == 0 and not setNow[words[w]] then seen = false; break end
+        end
+      end
+    end
+    out[i] = seen and '1' or '0'
+    if not seen then
+      added = added + 1
+      for t = 1, k do
+        local w = base + t
+        local o = words[w]
+        local v = vals[(w - 1) * F + cj]
+        if not setNow[o] and (not v or band(v, cbit) == 0) then
+          setNow[o] = true
+          local a = #add
+          add[a + 1], add[a + 2], add[a + 3], add[a + 4] = 'SET', 'u1', o + qc, '1'
+        end
       end
     end
   end
-  if #get == 0 then return true end
-  for _, bit in ipairs(redis.call('BITFIELD_RO', current, unpack(get))) do
-    if bit == 0 then return false end
-  end
-  return true
-end
-
-local now = {} -- offset -> true once an earlier event of this call set it
-local add = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', ITEMS_BIT, 0}
-local out, added = {}, 0
-for i = 1, n do
-  local seen = seenBefore[i] or setNow(i, now)
-  out[i] = seen and '1' or '0'
-  if not seen then
-    added = added + 1
-    for t = (i - 1) * k + 1, i * k do
-      local o = offsets[t]
-      now[o] = true
-      add[#add + 1] = 'SET'
-      add[#add + 1] = 'u1'
-      add[#add + 1] = o
-      add[#add + 1] = 1
-    end
+  if added > 0 then
+    add[#add + 1] = 'INCRBY'; add[#add + 1] = 'i64'; add[#add + 1] = itemsBit(qc)
+    add[#add + 1] = added
+    redis.call('BITFIELD', ring, unpack(add))
   end
 end
 
-if added > 0 then
-  add[BF_ITEMS] = added
-  redis.call('BITFIELD', current, unpack(add))
-end
+-- A share of the cleaning that the next bucket will need.
+clean(CLEAN_CALL)
+if #state > 0 then redis.call('BITFIELD', ring, unpack(state)) end
 local res = table.concat(out)
-remember(record, field, tag, '', res, keep)
+remember(KEYS[5], field, tag, inc, res, keep)
 return res

@@ -21,7 +21,7 @@ func setupWindow(c *cli, fs *pflag.FlagSet) func(context.Context, []string) erro
 	fs.DurationVar(&o.Bucket, "bucket", 0, "time `D` of one generation, such as 10m or 1h")
 	fs.DurationVar(&o.Span, "span", 0, "time `D` an event is remembered, at least, such as 24h")
 	fs.Var(newWhole(&o.Partitions, 0, 1), "partitions", "Redis keys `P` each generation is split over (default: enough for 64 MiB each)")
-	info := fs.Bool("info", false, "list the live generations (START, ITEMS, BYTES, TTL, tab-separated) instead of adding items")
+	info := fs.Bool("info", false, "list the live generations (START, ITEMS, BYTES: its share of the rings, TTL: left in the span; tab-separated) instead of adding items")
 	quiet := addQuietFlag(fs)
 	return func(ctx context.Context, args []string) error {
 		if o.EventsPerBucket == 0 || o.Bucket == 0 || o.Span == 0 {
