@@ -45,6 +45,9 @@ func (c *cli) runBench(ctx context.Context, args []string) error {
 		cfg.Addr = srv.Addr
 	}
 	cfg.Progress = c.stderr
+	if cfg.Seed {
+		return bench.RunSeed(ctx, bench.SeedConfig{Addr: cfg.Addr, Client: cfg.Client, Duration: cfg.SeedDuration, Progress: c.stderr}, c.out)
+	}
 	return bench.Run(ctx, cfg, c.out)
 }
 

@@ -87,6 +87,11 @@ type Config struct {
 	// Timeout bounds the whole run. Default 15 minutes (quick: 1 minute).
 	Timeout time.Duration
 
+	// Seed runs the seed's workload at its real size instead of the rows
+	// (RunSeed), each phase lasting SeedDuration (default 2 minutes).
+	Seed         bool
+	SeedDuration time.Duration
+
 	// Quick makes the defaults small, so that a run takes a few seconds:
 	// enough for CI to prove that the benchmark works, not to measure.
 	Quick bool
@@ -110,10 +115,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.SeedItems, "seed-items", c.SeedItems, "items of the k-SETBIT-round-trips row (default 2000; 100 with -quick)")
 	fs.IntVar(&c.SingleItems, "single-items", c.SingleItems, "items of each round-trip-per-item row (default 20000; 400 with -quick)")
 	fs.IntVar(&c.Goroutines, "goroutines", c.Goroutines, "goroutines of the concurrent Add row (default 8)")
-	fs.IntVar(&c.WindowGens, "window-gens", c.WindowGens, "past generations of the window row, each filled with n events first (default 4)")
+	fs.IntVar(&c.WindowGens, "window-gens", c.WindowGens, "past generations of the window row, written at half their bits first (default 24, a day of hourly buckets)")
 	fs.IntVar(&c.Records, "records", c.Records, "Add and AddOnce calls whose operation records are measured (default 20000; 500 with -quick)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run (default 15m; 1m with -quick)")
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "small sizes: a few seconds, to check that the benchmark works")
+	fs.BoolVar(&c.Seed, "seed", c.Seed, "run the seed's stream at its real size instead: a 24-hour window of 10^9 events a day at 1e-9 (6.8 GB), 4 consumers, paced then unpaced")
+	fs.DurationVar(&c.SeedDuration, "seed-duration", c.SeedDuration, "each phase of -seed (default 2m)")
 }
 
 // RegisterChartFlags defines -chart and -chart-items on fs, for a program
@@ -140,7 +147,7 @@ func (c Config) withDefaults() Config {
 	def(&c.SeedItems, 2_000, 100)
 	def(&c.SingleItems, 20_000, 400)
 	def(&c.Goroutines, 8, 8)
-	def(&c.WindowGens, 4, 4)
+	def(&c.WindowGens, 24, 24)
 	def(&c.Records, 20_000, 500)
 	def(&c.ChartItems, 100_000, 1_000)
 	if c.P == 0 {
@@ -177,7 +184,7 @@ func (c Config) check() error {
 			return fmt.Errorf("bench: %s = %d: want at least %d", f.name, f.v, f.min)
 		}
 	}
-	// The fill writes WindowGens * N events before the rows.
+	// The window row writes WindowGens past generations before the rows.
 	if c.WindowGens > maxWindowGens {
 		return fmt.Errorf("bench: WindowGens = %d: want at most %d", c.WindowGens, maxWindowGens)
 	}

@@ -68,11 +68,11 @@ func TestRunRefuses(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	c := Config{}.withDefaults()
 	if c.N != 1_000_000 || c.P != 0.01 || c.Batch != 1_000 || c.Rounds != 3 || c.SeedItems != 2_000 || len(c.ChartBatches) != 5 ||
-		c.WindowGens != 4 || c.Records != 20_000 {
+		c.WindowGens != 24 || c.Records != 20_000 {
 		t.Errorf("defaults = %+v", c)
 	}
 	q := Config{Quick: true, Rounds: 2}.withDefaults()
-	if q.N != 5_000 || q.Rounds != 2 || q.Timeout != time.Minute || len(q.ChartBatches) != 3 || q.WindowGens != 4 || q.Records != 500 {
+	if q.N != 5_000 || q.Rounds != 2 || q.Timeout != time.Minute || len(q.ChartBatches) != 3 || q.WindowGens != 24 || q.Records != 500 {
 		t.Errorf("quick defaults with Rounds 2 = %+v", q)
 	}
 }
