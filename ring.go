@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"strconv"
 	"strings"
 )
 
@@ -45,6 +46,12 @@ func newRing(gens int, m uint64) ring {
 
 // word is the bit offset of slot s's word.
 func (r ring) word(s uint64) uint64 { return uint64(r.state)*8 + s*uint64(r.w) }
+
+// bit is the bit offset, in the word at offset word, of the generation of
+// bucket b.
+func (r ring) bit(word uint64, b int64) string {
+	return strconv.FormatUint(word+uint64(b%int64(r.w)), 10)
+}
 
 // fields are the widths of the BITFIELD fields a word is read as: 32 bits
 // each but the last, so that Lua's 32-bit bit library can AND them.

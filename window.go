@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,6 +40,9 @@ type Window struct {
 	// handles leave it nil: a process's own clock must not decide which
 	// generations the others lose.
 	clock func() int64
+	// bucketSeen is the last bucket a call was told it is in: the one the
+	// next call's offsets are written for (window.lua's ARGV[10]).
+	bucketSeen atomic.Int64
 }
 
 // WindowOptions size a Window. EventsPerBucket, Bucket and Span are
@@ -162,9 +167,12 @@ func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID st
 	return w.testOrAdd(ctx, events, opID)
 }
 
-// maxWindowWords bounds the slot words one window call reads (window.lua's
-// MAX_WORDS): about 40 events at k = 35.
-const maxWindowWords = 1500
+// maxWindowWords bounds the slot words one window call takes: 25 events at
+// k = 35. Measured at the seed's k with 24 past generations at half their
+// bits, a call costs about 25 µs an event (most of it the k BITFIELD SETs
+// and the arguments Redis hands to Lua), so 25 events keep a call well
+// under a millisecond; window.lua refuses more than 1,500.
+const maxWindowWords = 900
 
 // place hashes events, with each slot's offset that of its word.
 func (w *Window) place(events []string) placement {
@@ -183,6 +191,19 @@ func (w *Window) clockArg() string {
 	return strconv.FormatInt(w.clock(), 10)
 }
 
+// expected is the bucket the next call is expected to be in: the last one
+// a call was told, or the clock's.
+func (w *Window) expected() int64 {
+	if b := w.bucketSeen.Load(); b != 0 {
+		return b
+	}
+	now := time.Now().UnixMilli()
+	if w.clock != nil {
+		now = w.clock()
+	}
+	return now / w.bucket.Milliseconds()
+}
+
 func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([]bool, error) {
 	f := w.f
 	out := make([]bool, len(events))
@@ -190,37 +211,64 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 	if opID != "" {
 		keep = f.idLifetime
 	}
-	perCall := max(1, maxWindowWords/f.h.k)
+	perCall := max(1, maxWindowWords/(f.h.k*len(w.r.fields())))
 	seq := make([]int, len(f.parts))
 	created := false
+	type part struct {
+		p   int
+		rec record
+		at  []int
+	}
 	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
 		chunk := events[lo:hi]
 		pl := w.place(chunk)
-		calls, answers := pack(pl, perCall, seq, func(p, seq int, at []int) scriptCall {
-			rec := f.record("window", opID, p, seq, chunk, at, keep)
-			return w.call(p, rec, f.offsetArgs(w.args(f.parts[p].head, p, rec, "0"), pl, at))
-		})
+		var parts []part
+		for p, group := range pl.groups {
+			for a, z := range spans(len(group), perCall) {
+				parts = append(parts, part{p: p, rec: f.record("window", opID, p, seq[p], chunk, group[a:z], keep), at: group[a:z]})
+				seq[p]++
+			}
+		}
 		// A call answers '?' when the ring is missing: the rings of every
 		// partition are created together, so that one lost later is told
-		// from one never written; and '~' while its bucket's generation is
-		// still being cleared. Both go again.
-		for len(calls) > 0 {
+		// from one never written; '~' while its bucket's generation is
+		// still being cleared; '!' and the bucket when it is another than
+		// the one its offsets were written for. All go again.
+		for len(parts) > 0 {
+			expect := w.expected()
+			calls := make([]scriptCall, len(parts))
+			for i, c := range parts {
+				args := w.args(f.parts[c.p].head, c.p, c.rec, "0", expect)
+				for _, e := range c.at {
+					for _, o := range pl.offsets[e*f.h.k : (e+1)*f.h.k] {
+						args = append(args, w.r.bit(o, expect))
+					}
+				}
+				calls[i] = w.call(c.p, c.rec, args)
+			}
 			replies, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl)
 			if err != nil {
 				return nil, callError("window", err)
 			}
-			var again []scriptCall
-			var againAt [][]int
+			var again []part
 			missing := false
-			for c, r := range replies {
-				if r == "?" || r == "~" {
+			for i, r := range replies {
+				switch {
+				case r == "?" || r == "~":
 					missing = missing || r == "?"
-					again, againAt = append(again, calls[c]), append(againAt, answers[c])
+				case strings.HasPrefix(r, "!"):
+					b, err := strconv.ParseInt(r[1:], 10, 64)
+					if err != nil {
+						return nil, callError("window", fmt.Errorf("script answered %q", r))
+					}
+					w.bucketSeen.Store(b)
+				default:
+					if err := answer(r, parts[i].at, out[lo:]); err != nil {
+						return nil, callError("window", err)
+					}
 					continue
 				}
-				if err := answer(r, answers[c], out[lo:]); err != nil {
-					return nil, callError("window", err)
-				}
+				again = append(again, parts[i])
 			}
 			if missing {
 				if created {
@@ -234,17 +282,18 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 			if err := ctx.Err(); err != nil && len(again) > 0 {
 				return nil, callError("window", err)
 			}
-			calls, answers = again, againAt
+			parts = again
 		}
 	}
 	return out, nil
 }
 
-// args are window.lua's ARGV up to the offsets, head its header.
-func (w *Window) args(head string, p int, rec record, create string) []any {
-	return append(make([]any, 0, 10+maxWindowWords), head, w.settings[p],
+// args are window.lua's ARGV up to the offsets, head its header, for a
+// call expected in bucket expect.
+func (w *Window) args(head string, p int, rec record, create string, expect int64) []any {
+	return append(make([]any, 0, 11+maxWindowWords), head, w.settings[p],
 		strconv.FormatInt(w.bucket.Milliseconds(), 10), strconv.Itoa(w.r.gens),
-		strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.clockArg(), create)
+		strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.clockArg(), create, strconv.FormatInt(expect, 10))
 }
 
 // call is the script call of partition p with args.
@@ -280,7 +329,7 @@ func (w *Window) create(ctx context.Context) error {
 	calls := make([]scriptCall, len(f.parts))
 	for p := range f.parts {
 		rec := f.record("window", "", p, 0, nil, nil, f.retryKeep)
-		calls[p] = w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, "1"))
+		calls[p] = w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, "1", w.expected()))
 	}
 	_, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl)
 	return err
@@ -381,7 +430,7 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 			p := touched[i]
 			heads[i] = w.readRing(ctx, pipe, p)
 			group := pl.groups[p]
-			for a, z := range spans(len(group), maxWindowWords/f.h.k) {
+			for a, z := range spans(len(group), max(1, maxWindowWords/(f.h.k*len(fields)))) {
 				args := []any{"BITFIELD_RO", w.ringKey(p)}
 				for _, e := range group[a:z] {
 					for _, o := range pl.offsets[e*f.h.k : (e+1)*f.h.k] {

@@ -249,13 +249,14 @@ func TestWindowForgedArguments(t *testing.T) {
 		ring := w.ringKey(0)
 		keys := []string{ring, w.settingsKey(0), ring + ":mask", ring + ":scratch", w.f.parts[0].key + ":r:forged"}
 		counting := must(NewCounting(rdb, "forged", Options{Capacity: 100})).on(t)
+		expect := w.expected()
 		var ok []any
 		for len(ok) < w.f.h.k {
-			ok = append(ok, strconv.FormatUint(w.r.word(uint64(len(ok))), 10))
+			ok = append(ok, w.r.bit(w.r.word(uint64(len(ok))), expect))
 		}
 		head, settings := w.f.parts[0].head, w.settings[0]
 		argv := func(change func(a []any) []any) []any {
-			a := []any{head, settings, "60000", "2", "60000", forgedField, "", "", "0"}
+			a := []any{head, settings, "60000", "2", "60000", forgedField, "", "", "0", strconv.FormatInt(expect, 10)}
 			return change(append(a, ok...))
 		}
 		set := func(i int, v any) func(a []any) []any {
@@ -271,9 +272,10 @@ func TestWindowForgedArguments(t *testing.T) {
 			"short tag":       argv(set(6, "a:b")),
 			"bad clock":       argv(set(7, "-5")),
 			"bad create":      argv(set(8, "x")),
-			"offset past m":   argv(set(9+w.f.h.k-1, strconv.FormatUint(w.r.word(w.f.h.m), 10))),
-			"inside a word":   argv(set(9, strconv.FormatUint(w.r.word(1)+1, 10))),
-			"not a number":    argv(set(9, "x")),
+			"bad bucket":      argv(set(9, "x")),
+			"offset past m":   argv(set(10+w.f.h.k-1, w.r.bit(w.r.word(w.f.h.m), expect))),
+			"other bit":       argv(set(10, w.r.bit(w.r.word(1), expect+1))),
+			"not a number":    argv(set(10, "x")),
 			"half an event":   argv(func(a []any) []any { return a[:len(a)-1] }),
 		} {
 			if err := windowScript.Run(ctx, rdb, keys, args...).Err(); err == nil {

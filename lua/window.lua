@@ -45,17 +45,23 @@
 -- ARGV[8]   '' to use Redis's clock, or a time in ms (tests)
 -- ARGV[9]   '1' if this call may create the ring, '0' if not: the client
 --           creates the rings of every partition together
--- ARGV[10..] the bit offset of the word of each event's k slots, in decimal
+-- ARGV[10]  the bucket the client expects the call to be in
+-- ARGV[11..] for each event's k slots, the bit offset of the slot's bit in
+--           ARGV[10]'s generation, in decimal: the slot's word, plus
+--           ARGV[10] mod W (so that the script writes the client's strings
+--           and converts no number)
 -- Returns   one character per event: '1' seen (not added), '0' new
 --           (added); '?' when the ring does not exist and ARGV[9] is '0';
 --           '~' when the current bucket's position is still being cleared
---           (nothing answered: call again). Fails with RBLOOM_MISMATCH when
+--           (nothing answered: call again); '!' and the bucket when it
+--           is not ARGV[10] (nothing written: call again with offsets for
+--           that bucket). Fails with RBLOOM_MISMATCH when
 --           the stored settings are not this call's, and RBLOOM_DAMAGED
 --           when the ring is missing before its time, truncated, or holds
 --           a state no window writes: its events must not be answered new.
 
 local head, settingsArg, field, tag, clock, create = ARGV[1], ARGV[2], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-local FIRST_OFFSET = 10
+local FIRST_OFFSET = 11
 local CLEAN_STEP = 65536   -- bytes of words one BITOP clears (about 20 us)
 local CLEAN_CALL = 4       -- steps a call that answers events takes
 local CLEAN_BLOCKED = 16   -- steps a call takes when its bucket waits on them
@@ -93,13 +99,16 @@ if nOffsets % f.k ~= 0 or nOffsets > MAX_WORDS then
   return reject('ARGS', nOffsets .. ' word offsets: not a multiple of k = ' .. f.k .. ' up to ' .. MAX_WORDS)
 end
 local n = nOffsets / f.k
+local expected = int(ARGV[10], 1, 2^50)
+if not expected then return reject('ARGS', 'ARGV[10] is not a bucket') end
 do
-  local lo, hi = DATA * 8, DATA * 8 + (f.m - 1) * W
+  local qe = expected % W
+  local lo, hi = DATA * 8 + qe, DATA * 8 + (f.m - 1) * W + qe
   local ok, bad = pcall(function()
     for i = FIRST_OFFSET, #ARGV do
       local o = ARGV[i] + 0
       if o < lo or o > hi or (o - lo) % W ~= 0 then return i end
-      words[#words + 1] = o
+      words[#words + 1] = o - qe
     end
   end)
   if not ok then return reject('ARGS', 'ARGV[' .. FIRST_OFFSET .. '..] are not all numbers') end
@@ -194,6 +203,7 @@ end
 for q = 0, W - 1 do
   if held[q] > c then c = held[q] end
 end
+if n > 0 and c ~= expected then return '!' .. c end
 local state = {} -- the BITFIELD arguments that write the state back
 local function setHeld(q, v)
   held[q] = v
@@ -323,8 +333,6 @@ if n > 0 then
   local k = f.k
   local vals = {} -- word w's field j at vals[(w - 1) * F + j], once read
   -- read reads the words of the events in list, t = from .. to of each.
-  -- Offsets go to Redis as the client wrote them where they can: a number
-  -- Lua passes costs Redis a conversion.
   local function read(list, from, to)
     local get, at = {}, {}
     for _, i in ipairs(list) do
@@ -333,7 +341,7 @@ if n > 0 then
         for j = 1, F do
           local a = #get
           get[a + 1], get[a + 2] = 'GET', typ[j]
-          get[a + 3] = (j == 1) and ARGV[FIRST_OFFSET + w - 1] or words[w] + RING_FIELD_BITS * (j - 1)
+          get[a + 3] = words[w] + RING_FIELD_BITS * (j - 1)
           at[#at + 1] = (w - 1) * F + j
         end
       end
@@ -411,7 +419,7 @@ if n > 0 then
         if not setNow[o] and (not v or band(v, cbit) == 0) then
           setNow[o] = true
           local a = #add
-          add[a + 1], add[a + 2], add[a + 3], add[a + 4] = 'SET', 'u1', o + qc, '1'
+          add[a + 1], add[a + 2], add[a + 3], add[a + 4] = 'SET', 'u1', ARGV[FIRST_OFFSET + w - 1], '1'
         end
       end
     end
