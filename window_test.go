@@ -202,28 +202,29 @@ func TestWindowCluster(t *testing.T) {
 }
 
 // BenchmarkWindow measures TestOrAddMany of new events in batches of 1,000
-// on a real redis-server, for windows of 4 and 24 generations that all
-// exist, sized for 10^6 events an hour at 1e-6 over the window, and
-// reports events/s and the server's µs per event (INFO commandstats).
+// on a real redis-server, for windows of 4 to 100 past generations written
+// at half their bits (the density of full ones), 200,000 events an hour at
+// 1e-6 or 1e-9 over the window, and reports events/s and the server's µs
+// per event (INFO commandstats): how the cost grows with the span and the
+// error rate.
 func BenchmarkWindow(b *testing.B) {
 	rdb := realRedis(b)
-	for _, gens := range []int{4, 24} {
-		b.Run(fmt.Sprint(gens, "gens"), func(b *testing.B) {
+	for _, c := range []struct {
+		gens int
+		p    float64
+	}{{4, 1e-6}, {24, 1e-6}, {24, 1e-9}, {100, 1e-9}} {
+		b.Run(fmt.Sprintf("%dgens-p%g", c.gens, c.p), func(b *testing.B) {
 			clk := newClock(time.UnixMilli(1_000_000_000_000))
-			w, err := NewWindow(rdb, fmt.Sprint("bench-", gens), WindowOptions{EventsPerBucket: 1_000_000, ErrorRate: 1e-6,
-				Bucket: time.Hour, Span: time.Duration(gens) * time.Hour})
+			w, err := NewWindow(rdb, fmt.Sprint("bench-", c.gens, c.p), WindowOptions{EventsPerBucket: 200_000, ErrorRate: c.p,
+				Bucket: time.Hour, Span: time.Duration(c.gens) * time.Hour, Partitions: 1})
 			if err != nil {
 				b.Fatal(err)
 			}
 			clocked(w, clk)
-			// Every past generation exists, so that each call reads them all.
-			for g := range gens + 1 {
-				if _, err := w.TestOrAddMany(ctx, events(fmt.Sprint("past", g, "-"), 1000)); err != nil {
-					b.Fatal(err)
-				}
-				clk.add(time.Hour)
+			if _, err := w.TestOrAdd(ctx, "first"); err != nil {
+				b.Fatal(err)
 			}
-			clk.add(-time.Hour)
+			halfFill(b, rdb, w, clk.now().UnixMilli()/time.Hour.Milliseconds())
 			rdb.ConfigResetStat(ctx)
 			n := 0
 			for b.Loop() {
@@ -232,11 +233,44 @@ func BenchmarkWindow(b *testing.B) {
 				}
 				n++
 			}
-			_, usec := commandStat(b, rdb, "evalsha")
-			calls, _ := commandStat(b, rdb, "evalsha")
+			calls, usec := commandStat(b, rdb, "evalsha")
 			b.ReportMetric(float64(n*1000)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(usec*float64(calls)/float64(n*1000), "server-µs/event")
+			b.ReportMetric(float64(w.f.h.k), "k")
 		})
+	}
+}
+
+// halfFill writes the past generations of partition 0's ring, whose
+// current bucket is c, as full ones would be: each bit set with
+// probability 1/2.
+func halfFill(t testing.TB, rdb *redis.Client, w *Window, c int64) {
+	t.Helper()
+	r, key := w.r, w.ringKey(0)
+	keep := make([]byte, r.w) // the past positions, in a period of W bytes
+	for b := range 8 * r.w {
+		if q := b % r.w; q != int(c%int64(r.w)) && q != int((c+1)%int64(r.w)) {
+			keep[b/8] |= 0x80 >> (b % 8)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	chunk := int64(r.w) * (1 << 20 / int64(r.w))
+	for from := int64(r.state); from < r.size; from += chunk {
+		part := make([]byte, min(chunk, r.size-from))
+		for i := range part {
+			part[i] = byte(rng.Uint32()) & keep[i%r.w]
+		}
+		if err := rdb.SetRange(ctx, key, from, string(part)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []any{"BITFIELD", key}
+	for g := c - int64(r.gens); g < c; g++ {
+		q := g % int64(r.w)
+		args = append(args, "SET", "i64", 8*(ringPositionsByte+ringPositionSize*q), g)
+	}
+	if err := rdb.Do(ctx, args...).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
