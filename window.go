@@ -107,7 +107,7 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	// window meets p when each meets 1 - (1-p)^(1/(gens+1)).
 	p := cmp.Or(o.ErrorRate, DefaultErrorRate)
 	perGen := -math.Expm1(math.Log1p(-p) / float64(gens+1))
-	need := OptimalSlots(o.EventsPerBucket, perGen)
+	need, k := windowSizing(o.EventsPerBucket, perGen)
 	width := uint64(gens + 2)
 	maxRingSlots := (uint64(maxStringBytes) - uint64(newRing(gens, 0).state)) * 8 / width
 	if need > maxRingSlots*MaxPartitions {
@@ -122,7 +122,7 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 		return bad("Partitions = %d: %d slots a partition of %d-bit words do not fit in a Redis string; want at least %d",
 			parts, per, width, (need+maxRingSlots-1)/maxRingSlots)
 	}
-	fo := Options{Capacity: o.EventsPerBucket, ErrorRate: perGen, Partitions: parts,
+	fo := Options{Capacity: o.EventsPerBucket, ErrorRate: perGen, Slots: need, Hashes: k, Partitions: parts,
 		KeyPrefix: o.KeyPrefix, IDLifetime: o.IDLifetime, UseFunctions: o.UseFunctions}
 	h, err := fo.resolve(ModeClassic)
 	if err != nil {
@@ -138,6 +138,26 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 		w.settings = append(w.settings, windowSettings(part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
 	}
 	return w, nil
+}
+
+// windowSlack is the memory a window gives a generation beyond the optimum,
+// to spend on fewer hashes: an event costs k reads and writes of slots
+// scattered over the ring, which at the seed's size (k = 35) are most of
+// its cost. 10% more slots take k to about 0.6 of the optimum.
+const windowSlack = 1.10
+
+// windowSizing returns m and k of a generation of n events at p: the
+// fewest hashes whose slots are at most windowSlack times the optimum.
+// With k hashes, n events in m slots give p when
+// m = -k n / ln(1 - p^(1/k)).
+func windowSizing(n uint64, p float64) (uint64, int) {
+	best := OptimalSlots(n, p)
+	for k := 1; ; k++ {
+		m := uint64(math.Ceil(-float64(k) * float64(n) / math.Log1p(-math.Pow(p, 1/float64(k)))))
+		if float64(m) <= windowSlack*float64(best) || k >= MaxHashes {
+			return m, k
+		}
+	}
 }
 
 // The keys of partition p: its ring, its settings, and the scratch keys of
@@ -168,11 +188,12 @@ func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID st
 }
 
 // maxWindowWords bounds the slot words one window call takes: 25 events at
-// k = 35. Measured at the seed's k with 24 past generations at half their
-// bits, a call costs about 25 µs an event (most of it the k BITFIELD SETs
-// and the arguments Redis hands to Lua), so 25 events keep a call well
-// under a millisecond; window.lua refuses more than 1,500.
-const maxWindowWords = 900
+// the seed's k = 21. Measured at the seed's size, with 24 past generations
+// at half their bits, a call costs 1 to 1.5 µs a slot word (most of it the
+// BITFIELD reads and writes of scattered words, and the arguments Redis
+// hands to Lua), so this keeps a call well under a millisecond;
+// window.lua refuses more than 1,500.
+const maxWindowWords = 525
 
 // place hashes events, with each slot's offset that of its word.
 func (w *Window) place(events []string) placement {

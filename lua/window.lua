@@ -354,8 +354,9 @@ if n > 0 then
 
   -- The first few words of every event, then the rest only for the events
   -- those leave in doubt: a new event rarely has a generation whose bits
-  -- are set in its first 8 words, so it costs 8 reads, not k.
-  local R = math.min(k, 8)
+  -- are set in its first 6 words (a full generation has a third of its
+  -- bits set at the window's k: 1 in 900), so it costs 6 reads, not k.
+  local R = math.min(k, 6)
   local all = {}
   for i = 1, n do all[i] = i end
   read(all, 1, R)

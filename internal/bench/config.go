@@ -115,7 +115,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.SeedItems, "seed-items", c.SeedItems, "items of the k-SETBIT-round-trips row (default 2000; 100 with -quick)")
 	fs.IntVar(&c.SingleItems, "single-items", c.SingleItems, "items of each round-trip-per-item row (default 20000; 400 with -quick)")
 	fs.IntVar(&c.Goroutines, "goroutines", c.Goroutines, "goroutines of the concurrent Add row (default 8)")
-	fs.IntVar(&c.WindowGens, "window-gens", c.WindowGens, "past generations of the window row, written at half their bits first (default 24, a day of hourly buckets)")
+	fs.IntVar(&c.WindowGens, "window-gens", c.WindowGens, "past generations of the window row, written as full ones first (default 24, a day of hourly buckets)")
 	fs.IntVar(&c.Records, "records", c.Records, "Add and AddOnce calls whose operation records are measured (default 20000; 500 with -quick)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run (default 15m; 1m with -quick)")
 	fs.BoolVar(&c.Quick, "quick", c.Quick, "small sizes: a few seconds, to check that the benchmark works")

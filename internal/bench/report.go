@@ -110,8 +110,8 @@ and no header check, one command per item: what Redis does for a filter at best,
 beat its limit: it reads several items with each BITFIELD_RO. The bound (5b) batches and sends its arguments as
 AddMany does, with a script that checks nothing and only calls BITFIELD: no script batched this way that checks what
 it writes can be faster, so its ratio is the most such an add can reach on this server. The window row (8f) adds new
-events to a window at the seed's k whose G past generations were written at half their bits first (a full
-generation's density); 7c is the seed's tumbling day filter (row 7a with the window's k and m), 7d does the
+events to a window at the seed's error rate whose G past generations were written first at the density of full
+ones; 7c is the seed's tumbling day filter (row 7a with the window's k and m), 7d does the
 window's reads and writes with plain commands, two per event. 13b divides the ring's MEMORY USAGE by the events
 its live generations hold. 13c is measured before the rows, from
 outside: used_memory and DBSIZE growth over single calls, whatever the records' format.

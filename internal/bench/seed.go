@@ -22,8 +22,7 @@ import (
 // stream of 10^9 events a day deduplicated over 24 hours at a
 // false-positive rate of 10^-9, in hourly buckets. The window is made at
 // its real size (25 live generations of 42 million events, k = 35) and
-// its 24 past generations are written at half their bits, the density of
-// full ones; then consumers send batches of events with
+// its 24 past generations are written at the density of full ones; then consumers send batches of events with
 // TestOrAddManyOnce, some of them repeats of events sent before, first
 // paced at the seed's rate, then as fast as they go.
 
@@ -127,7 +126,7 @@ func RunSeed(ctx context.Context, cfg SeedConfig, out io.Writer) error {
 	m := in.Slots / uint64(cfg.Partitions)
 	var ringBytes int64
 	for i, key := range keys {
-		progress("seed: writing 24 past generations at half their bits in %s (%d of %d)", key, i+1, len(keys))
+		progress("seed: writing 24 past generations as full ones in %s (%d of %d)", key, i+1, len(keys))
 		r := newRingLayout(key, 24, m, in.Hashes)
 		if err := r.synthesize(ctx, rdb, int64(seedWindow.EventsPerBucket)/int64(cfg.Partitions), uint64(i)); err != nil {
 			return err
@@ -143,7 +142,7 @@ func RunSeed(ctx context.Context, cfg SeedConfig, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "The seed's window at its real size: %s events an hour, 24 hours, p = 1e-9: k = %d, m = %s slots a generation in %d partitions,\n",
 		count(int(seedWindow.EventsPerBucket)), in.Hashes, count(int(in.Slots)), cfg.Partitions)
-	fmt.Fprintf(out, "%d live generations (24 past ones at half their bits), rings of %s bytes in all; Redis used_memory %s bytes. Made in %v.\n\n",
+	fmt.Fprintf(out, "%d live generations (24 past ones written as full ones), rings of %s bytes in all; Redis used_memory %s bytes. Made in %v.\n\n",
 		len(in.Generations), count(int(ringBytes)), count(int(mem)), time.Since(start).Round(time.Second))
 
 	var sent history

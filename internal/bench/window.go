@@ -16,13 +16,13 @@ import (
 )
 
 // The window rows measure deduplication with a Window (rows 7c, 7d and
-// 8f) at the seed's k (ErrorRate 1e-9 over the window) and G past
+// 8f) at the seed's error rate (1e-9 over the window) and G past
 // generations (24 by default: a day of hourly buckets), with m from N
-// events per bucket: the cost of an event depends on k, G and the fill of
-// the generations, far less on m. Before the rows, the window's one ring
-// is made by a first event and its G past generations are written
-// directly, each bit set with probability 1/2: the density of a full
-// generation (synthesizeRing). The window runs on Redis's clock, so the
+// events per bucket (the cost of an event depends on k, G and the fill of
+// the generations, and on m through the memory its slots are scattered
+// over). Before the rows, the window's one ring is made by a first event
+// and its G past generations are written directly at the density of full
+// ones (synthesize). The window runs on Redis's clock, so the
 // current generation is the real hour's.
 //
 // Two plain rows go with it. 7c is the seed's tumbling day filter: one
@@ -72,7 +72,7 @@ func newWindowBench(rdb *redis.Client, cfg Config) (*windowBench, error) {
 // fill makes the window's ring with one event and writes its past
 // generations at the density of full ones, then creates the plain key.
 func (wb *windowBench) fill(ctx context.Context, rdb *redis.Client, progress func(string)) error {
-	progress(fmt.Sprintf("window: %d past generations at half their bits", wb.gens))
+	progress(fmt.Sprintf("window: %d past generations written as full ones", wb.gens))
 	if _, err := wb.w.TestOrAdd(ctx, "window-fill-current"); err != nil {
 		return err
 	}
@@ -138,7 +138,9 @@ func (r ringLayout) current(ctx context.Context, rdb *redis.Client) (int64, int,
 }
 
 // synthesize writes the G past generations of the ring as full ones would
-// be: each of their bits set with probability 1/2, the current and the
+// be, n events each: each bit set with the probability a full
+// generation's bit has, 1 - e^(-kn/m) (1/2 at the optimal k; rbloom's
+// windows take fewer hashes, for less work an event), the current and the
 // next generation's bits left as they are, n events recorded in each. The
 // ring's current generation must be the real hour's. Rings are written
 // 1 MiB per SETRANGE.
@@ -156,6 +158,7 @@ func (r ringLayout) synthesize(ctx context.Context, rdb *redis.Client, n int64, 
 			keep[b/8] |= 0x80 >> (b % 8)
 		}
 	}
+	density := -math.Expm1(-float64(r.k) * float64(n) / float64(r.m))
 	chunk := int64(r.w) * ((1 << 20) / int64(r.w))
 	rng := rand.New(rand.NewPCG(seed, uint64(c)))
 	buf := make([]byte, chunk)
@@ -167,7 +170,7 @@ func (r ringLayout) synthesize(ctx context.Context, rdb *redis.Client, n int64, 
 		}
 		for i := 0; i < len(part); i += 8 {
 			var x [8]byte
-			binary.LittleEndian.PutUint64(x[:], rng.Uint64())
+			binary.LittleEndian.PutUint64(x[:], randomBits(rng, density))
 			for j := i; j < min(i+8, len(part)); j++ {
 				m := keep[j%r.w]
 				part[j] = x[j-i]&m | old[j]&^m
@@ -183,6 +186,25 @@ func (r ringLayout) synthesize(ctx context.Context, rdb *redis.Client, n int64, 
 		args = append(args, "SET", "i64", 64*8+192+128*q, g, "SET", "i64", 64*8+256+128*q, n)
 	}
 	return rdb.Do(ctx, args...).Err()
+}
+
+// randomBits returns 64 bits each set with probability p, to 1/256: the
+// binary digits of p from the last, each ORing (1) or ANDing (0) another
+// random word into the result.
+func randomBits(rng *rand.Rand, p float64) uint64 {
+	d := int(math.Round(p * 256))
+	var x uint64
+	for i := range 8 {
+		if d>>i&1 == 1 {
+			x |= rng.Uint64()
+		} else {
+			x &= rng.Uint64()
+		}
+	}
+	if d >= 256 {
+		return ^uint64(0)
+	}
+	return x
 }
 
 // words appends the bit offsets of event's k words in the ring to dst.
@@ -307,7 +329,7 @@ func (b *bench) reportWindow(w io.Writer, byID map[string]*row) {
 		}
 		return fmt.Sprintf("throughput %s, server µs/event %s", times(x), times(win.serverPerItem()/r.serverPerItem()))
 	}
-	fmt.Fprintf(w, "11b. Window.TestOrAddMany, %s events per call, %d past generations at half their bits + the current one, k = %d, m = %s per generation:\n",
+	fmt.Fprintf(w, "11b. Window.TestOrAddMany, %s events per call, %d past generations written as full ones + the current one, k = %d, m = %s per generation:\n",
 		count(b.cfg.Batch), wb.gens, wb.k, count(int(wb.m)))
 	fmt.Fprintf(w, "     %s events/s, %s server µs/event; %s of its %s events answered seen (false positives, all being new; p = %g over the window)\n",
 		count(int(math.Round(win.rate()))), strconv.FormatFloat(win.serverPerItem(), 'f', 2, 64), percent(wb.seen, win.n), count(win.n), windowErrorRate)
