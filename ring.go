@@ -80,7 +80,7 @@ func (r ring) parseState(key, head string, bucketMS int64) (ringState, error) {
 	if st.bucketMS != bucketMS || st.w != int64(r.w) {
 		return st, failf(ErrParamsMismatch, "%s holds a window of other buckets or span", key)
 	}
-	if st.cursor < 0 || st.cursor > r.size-int64(r.state) {
+	if st.cursor < 0 || st.cursor > r.size-int64(r.state) || st.cursor%int64(r.w) != 0 {
 		return st, failf(ErrDamaged, "%s: cleaning cursor %d", key, st.cursor)
 	}
 	for q := range r.w {

@@ -43,6 +43,14 @@ type Window struct {
 	// bucketSeen is the last bucket a call was told it is in: the one the
 	// next call's offsets are written for (window.lua's ARGV[10]).
 	bucketSeen atomic.Int64
+	// root is the partition at the key of the window's name, which every
+	// number of partitions shares: every call touches its ring, so that a
+	// handle with another number is refused there, and a partition lost
+	// while the root lives is told from one that expired.
+	root int
+	// touchedAll is the bucket in which this handle last touched every
+	// partition's ring, so that none expires while the window is used.
+	touchedAll atomic.Int64
 }
 
 // WindowOptions size a Window. EventsPerBucket, Bucket and Span are
@@ -65,13 +73,15 @@ type WindowOptions struct {
 	// field: spans of up to 30 buckets cost the least.
 	Span time.Duration
 
-	// Partitions, KeyPrefix, IDLifetime and UseFunctions are as in Options.
-	// With Partitions 0 the window picks enough partitions to keep each
-	// ring under 64 MiB.
+	// Partitions, KeyPrefix, IDLifetime, UseFunctions, WaitReplicas and
+	// WaitTimeout are as in Options. With Partitions 0 the window picks
+	// enough partitions to keep each ring under 64 MiB.
 	Partitions   int
 	KeyPrefix    string
 	IDLifetime   time.Duration
 	UseFunctions bool
+	WaitReplicas int
+	WaitTimeout  time.Duration
 }
 
 // NewWindow returns the window called name in the Redis that rdb reaches.
@@ -123,7 +133,8 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 			parts, per, width, (need+maxRingSlots-1)/maxRingSlots)
 	}
 	fo := Options{Capacity: o.EventsPerBucket, ErrorRate: perGen, Slots: need, Hashes: k, Partitions: parts,
-		KeyPrefix: o.KeyPrefix, IDLifetime: o.IDLifetime, UseFunctions: o.UseFunctions}
+		KeyPrefix: o.KeyPrefix, IDLifetime: o.IDLifetime, UseFunctions: o.UseFunctions,
+		WaitReplicas: o.WaitReplicas, WaitTimeout: o.WaitTimeout}
 	h, err := fo.resolve(ModeClassic)
 	if err != nil {
 		return nil, err
@@ -133,7 +144,7 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Window{f: f, bucket: o.Bucket, span: o.Span, r: newRing(gens, f.h.m)}
+	w := &Window{f: f, bucket: o.Bucket, span: o.Span, r: newRing(gens, f.h.m), root: shareOf(keySlot(name), len(f.parts))}
 	for _, part := range f.parts {
 		w.settings = append(w.settings, windowSettings(part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
 	}
@@ -244,17 +255,27 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 		chunk := events[lo:hi]
 		pl := w.place(chunk)
 		var parts []part
+		expect := w.expected()
+		all := w.touchedAll.Load() != expect
 		for p, group := range pl.groups {
+			if len(group) == 0 && (p == w.root || all) && lo == 0 {
+				// No event here: a call with none touches the ring (and
+				// checks the settings), as said on Window.root.
+				parts = append(parts, part{p: p, rec: f.record("window", "", p, 0, nil, nil, f.retryKeep)})
+				continue
+			}
 			for a, z := range spans(len(group), perCall) {
 				parts = append(parts, part{p: p, rec: f.record("window", opID, p, seq[p], chunk, group[a:z], keep), at: group[a:z]})
 				seq[p]++
 			}
 		}
+		if all && lo == 0 {
+			defer w.touchedAll.Store(expect)
+		}
 		// A call answers '?' when the ring is missing: the rings of every
 		// partition are created together, so that one lost later is told
-		// from one never written; '~' while its bucket's generation is
-		// still being cleared; '!' and the bucket when it is another than
-		// the one its offsets were written for. All go again.
+		// from one never written; and '~' while its bucket's generation is
+		// still being cleared. Both go again.
 		for len(parts) > 0 {
 			expect := w.expected()
 			calls := make([]scriptCall, len(parts))
@@ -274,15 +295,19 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 			var again []part
 			missing := false
 			for i, r := range replies {
+				if rest, ok := strings.CutPrefix(r, "!"); ok {
+					// In another bucket than expected: the next calls expect it.
+					b, answers, ok := strings.Cut(rest, ":")
+					bucket, err := strconv.ParseInt(b, 10, 64)
+					if !ok || err != nil {
+						return nil, callError("window", fmt.Errorf("script answered %q", r))
+					}
+					w.bucketSeen.Store(bucket)
+					r = answers
+				}
 				switch {
 				case r == "?" || r == "~":
 					missing = missing || r == "?"
-				case strings.HasPrefix(r, "!"):
-					b, err := strconv.ParseInt(r[1:], 10, 64)
-					if err != nil {
-						return nil, callError("window", fmt.Errorf("script answered %q", r))
-					}
-					w.bucketSeen.Store(b)
 				default:
 					if err := answer(r, parts[i].at, out[lo:]); err != nil {
 						return nil, callError("window", err)
@@ -312,9 +337,13 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 // args are window.lua's ARGV up to the offsets, head its header, for a
 // call expected in bucket expect.
 func (w *Window) args(head string, p int, rec record, create string, expect int64) []any {
-	return append(make([]any, 0, 11+maxWindowWords), head, w.settings[p],
+	root := "p"
+	if p == w.root {
+		root = "r"
+	}
+	return append(make([]any, 0, 12+maxWindowWords), head, w.settings[p],
 		strconv.FormatInt(w.bucket.Milliseconds(), 10), strconv.Itoa(w.r.gens),
-		strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.clockArg(), create, strconv.FormatInt(expect, 10))
+		strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.clockArg(), create, strconv.FormatInt(expect, 10), root)
 }
 
 // call is the script call of partition p with args.
@@ -325,34 +354,57 @@ func (w *Window) call(p int, rec record, args []any) scriptCall {
 }
 
 // create creates the ring of every partition that does not have it yet,
-// unless the window is one of the earlier format, one key per generation,
-// whose events the rings would not see.
+// the root's last: while the root's ring lives, every other partition's
+// does (its TTL is longer, and every call touches the root), so one found
+// missing then was lost, and create fails with ErrDamaged rather than
+// make it again empty. It also refuses a window of the earlier format, one
+// key per generation, whose events the rings would not see.
 func (w *Window) create(ctx context.Context) error {
 	f := w.f
 	pipe := f.rdb.Pipeline()
 	b := time.Now().UnixMilli() / w.bucket.Milliseconds()
-	var exists []*redis.IntCmd
+	var earlier []*redis.IntCmd
+	rings := make([]*redis.IntCmd, len(f.parts))
 	for p := range f.parts {
+		rings[p] = pipe.Exists(ctx, w.ringKey(p))
 		for g := b - int64(w.r.gens) - 2; g <= b+1; g++ {
-			exists = append(exists, pipe.Exists(ctx, f.parts[p].key+":g:"+strconv.FormatInt(g, 10)))
+			earlier = append(earlier, pipe.Exists(ctx, f.parts[p].key+":g:"+strconv.FormatInt(g, 10)))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
-	for _, e := range exists {
+	for _, e := range earlier {
 		if e.Val() > 0 {
 			return failf(ErrParamsMismatch, "%s holds generations of a window of an earlier rbloom (one key per generation): let its span pass with that version, or give this one another name", f.name)
 		}
 	}
-	// One incarnation for the rings of every partition, as a filter's.
-	inc := randomIncarnation()
-	calls := make([]scriptCall, len(f.parts))
-	for p := range f.parts {
-		rec := f.record("window", "", p, 0, nil, nil, f.retryKeep)
-		calls[p] = w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, "1", w.expected()))
+	var missing []int
+	for p, e := range rings {
+		if e.Val() == 0 && p != w.root {
+			missing = append(missing, p)
+		}
 	}
-	_, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl)
+	if err := w.lost(ctx, rings[w.root].Val() > 0, missing); err != nil {
+		return err
+	}
+	// One incarnation for the rings of every partition, as a filter's
+	// (each keeps the one its settings remember, if they do).
+	inc := randomIncarnation()
+	call := func(p int) scriptCall {
+		rec := f.record("window", "", p, 0, nil, nil, f.retryKeep)
+		return w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, "1", w.expected()))
+	}
+	var calls []scriptCall
+	for p := range f.parts {
+		if p != w.root {
+			calls = append(calls, call(p))
+		}
+	}
+	if _, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl); err != nil {
+		return err
+	}
+	_, err := runScripts(ctx, f.rdb, windowScript, f.fcall, []scriptCall{call(w.root)}, f.repl)
 	return err
 }
 
@@ -375,7 +427,7 @@ func (w *Window) readRing(ctx context.Context, pipe redis.Pipeliner, p int) ring
 	rr.head = pipe.GetRange(ctx, key, 0, int64(w.r.state)-1)
 	rr.size = pipe.StrLen(ctx, key)
 	rr.ttl = pipe.PTTL(ctx, key)
-	rr.settings = pipe.HMGet(ctx, w.settingsKey(p), "s", "ring")
+	rr.settings = pipe.HMGet(ctx, w.settingsKey(p), "s", "ring", "inc")
 	return rr
 }
 
@@ -422,6 +474,9 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 	if head[reservedByte:headerSize] != reservedTail {
 		return st, 0, false, failf(ErrNotFilter, "%s: reserved header bytes are not zero", key)
 	}
+	if inc, isStr := vals[2].(string); isStr && inc != head[incByte:incByte+incSize] {
+		return st, 0, false, failf(ErrDamaged, "%s has another incarnation than %s says: another ring was put in its place", key, w.settingsKey(p))
+	}
 	st, err = w.r.parseState(key, head, w.bucket.Milliseconds())
 	return st, nowMS, err == nil, err
 }
@@ -439,9 +494,9 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 	}
 	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
 		pl := w.place(events[lo:hi])
-		var touched []int
+		var touched []int // the partitions of the events, and the root (Window.root)
 		for p, group := range pl.groups {
-			if len(group) > 0 {
+			if len(group) > 0 || p == w.root {
 				touched = append(touched, p)
 			}
 		}
@@ -468,12 +523,33 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 		if err != nil {
 			return nil, callError("window test", err)
 		}
-		words := make([][]uint32, f.h.k)
+		type read struct {
+			st    ringState
+			nowMS int64
+			ok    bool
+		}
+		states := make([]read, len(touched))
+		var missing []int
+		rootLives := false
 		for i, p := range touched {
 			st, nowMS, ok, err := w.state(p, heads[i])
 			if err != nil {
 				return nil, callError("window test", err)
 			}
+			states[i] = read{st, nowMS, ok}
+			switch {
+			case p == w.root:
+				rootLives = ok
+			case !ok:
+				missing = append(missing, p)
+			}
+		}
+		if err := w.lost(ctx, rootLives, missing); err != nil {
+			return nil, callError("window test", err)
+		}
+		words := make([][]uint32, f.h.k)
+		for i, p := range touched {
+			st, nowMS, ok := states[i].st, states[i].nowMS, states[i].ok
 			if !ok {
 				continue // no ring: nothing seen
 			}
@@ -500,6 +576,30 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 		}
 	}
 	return out, nil
+}
+
+// lost returns ErrDamaged when a ring of the partitions missing is still
+// missing while the root's lives (rootLives, read before): as said on
+// create, it was lost. They are looked at again after the root, since the
+// root is made last and the reads of both were not ordered.
+func (w *Window) lost(ctx context.Context, rootLives bool, missing []int) error {
+	if !rootLives || len(missing) == 0 {
+		return nil
+	}
+	pipe := w.f.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(missing))
+	for i, p := range missing {
+		exists[i] = pipe.Exists(ctx, w.ringKey(p))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	for i, e := range exists {
+		if e.Val() == 0 {
+			return failf(ErrDamaged, "%s: %s is gone while the root partition's ring lives: its events cannot be told from new ones", w.f.name, w.ringKey(missing[i]))
+		}
+	}
+	return nil
 }
 
 // WindowInfo describes a window's live generations as stored in Redis.
@@ -585,15 +685,30 @@ func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 	return in, nil
 }
 
-// Drop deletes the window from Redis: its rings and settings.
+// Drop deletes the window from Redis: its rings and settings, the root
+// partition's first (Window.root: a window without it is being made, or
+// dropped). A later call makes a new window, whose rings have another
+// incarnation: the operation ids of the dropped one are not replayed.
 func (w *Window) Drop(ctx context.Context) error {
-	pipe := w.f.rdb.Pipeline()
+	del := func(ps ...int) error {
+		pipe := w.f.rdb.Pipeline()
+		for _, p := range ps {
+			key := w.ringKey(p)
+			pipe.Del(ctx, key, w.settingsKey(p), key+":mask", key+":scratch")
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return callError("window drop", fmt.Errorf("%s: %w", w.f.name, err))
+		}
+		return nil
+	}
+	if err := del(w.root); err != nil {
+		return err
+	}
+	var others []int
 	for p := range w.f.parts {
-		key := w.ringKey(p)
-		pipe.Del(ctx, key, w.settingsKey(p), key+":mask", key+":scratch")
+		if p != w.root {
+			others = append(others, p)
+		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return callError("window drop", fmt.Errorf("%s: %w", w.f.name, err))
-	}
-	return nil
+	return del(others...)
 }

@@ -79,7 +79,14 @@ func TestWindowDamage(t *testing.T) {
 			rdb.Set(ctx, key, v, 0)
 		},
 		"state garbage": func(key string) { rdb.SetRange(ctx, key, ringPositionsByte, "\x7f\x01\x02\x03\x04\x05\x06\x07") },
-		"other bucket":  func(key string) { rdb.SetRange(ctx, key, ringBucketByte, "\x00\x00\x00\x00\x00\x00\x00\x01") },
+		// A cursor that is no multiple of W would apply the mask out of
+		// phase, clearing live generations (found by an outside review).
+		"cursor misaligned": func(key string) {
+			rdb.SetRange(ctx, key, ringCursorByte, "\x00\x00\x00\x00\x00\x00\x00\x05")
+			rdb.Do(ctx, "BITFIELD", key, "SET", "i64", 8*(ringPositionsByte+ringPositionSize*3), -2)
+		},
+		"other incarnation": func(key string) { rdb.SetRange(ctx, key, incByte, "\x01\x02\x03\x04\x05\x06\x07\x08") },
+		"other bucket":      func(key string) { rdb.SetRange(ctx, key, ringBucketByte, "\x00\x00\x00\x00\x00\x00\x00\x01") },
 	}
 	for _, gen := range []int{0, -2} { // events held in the current generation, or a past one
 		for _, target := range []string{"ring", "settings"} {

@@ -23,12 +23,15 @@
 -- every process agrees on the bucket, and a clock that steps back does
 -- not reopen an old one. A generation that leaves the span is cleared in
 -- passes over the words, CLEAN_STEP bytes at a time with BITOP AND
--- against a mask, a few steps in each call.
+-- against a mask, a step in the calls that find the pass behind schedule.
 --
 -- KEYS[1]   the ring
 -- KEYS[2]   the window's settings in this slot, a hash: 's' holds ARGV[2];
 --           'ring' the time (ms) at which the ring expires if nothing is
---           written, so that one lost before it is told from one expired
+--           written, so that one lost before it is told from one expired;
+--           'inc' the ring's incarnation. It outlives the ring by twice the
+--           id lifetime: a ring made again after it expired takes the same
+--           incarnation, so the operation ids applied to it are replayed
 -- KEYS[3], KEYS[4]  scratch keys of a cleaning step (the mask, the chunk),
 --           deleted before the script returns
 -- KEYS[5..] the hashes of this call's record, as in add.lua: one, or
@@ -46,6 +49,9 @@
 -- ARGV[9]   '1' if this call may create the ring, '0' if not: the client
 --           creates the rings of every partition together
 -- ARGV[10]  the bucket the client expects the call to be in
+-- ARGV[11]  'r' for the window's root partition, whose ring the client
+--           touches in every call and expires first; 'p' for the others,
+--           whose rings live two buckets longer
 -- ARGV[11..] for each event's k slots, the bit offset of the slot's bit in
 --           ARGV[10]'s generation, in decimal: the slot's word, plus
 --           ARGV[10] mod W (so that the script writes the client's strings
@@ -53,18 +59,19 @@
 -- Returns   one character per event: '1' seen (not added), '0' new
 --           (added); '?' when the ring does not exist and ARGV[9] is '0';
 --           '~' when the current bucket's position is still being cleared
---           (nothing answered: call again); '!' and the bucket when it
---           is not ARGV[10] (nothing written: call again with offsets for
---           that bucket). Fails with RBLOOM_MISMATCH when
+--           (nothing answered: call again). When the call is in another
+--           bucket than ARGV[10], the answer follows '!', the bucket and
+--           ':'. Fails with RBLOOM_MISMATCH when
 --           the stored settings are not this call's, and RBLOOM_DAMAGED
 --           when the ring is missing before its time, truncated, or holds
 --           a state no window writes: its events must not be answered new.
 
 local head, settingsArg, field, tag, clock, create = ARGV[1], ARGV[2], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-local FIRST_OFFSET = 11
-local CLEAN_STEP = 65536   -- bytes of words one BITOP clears (about 20 us)
-local CLEAN_CALL = 4       -- steps a call that answers events takes
-local CLEAN_BLOCKED = 16   -- steps a call takes when its bucket waits on them
+local FIRST_OFFSET = 12
+local CLEAN_STEP = 32768   -- bytes of words one BITOP clears: 100-150 us a step at the seed's size
+local CLEAN_CALL = 1       -- steps a call that answers events takes, when the pass is behind
+local CLEAN_BLOCKED = 6    -- steps a call takes when its bucket waits on them
+local MIN_RING_TTL = 60000 -- ms: a ring of tiny buckets outlives a slow round trip
 local MAX_WORDS = 1500     -- slot words a call reads and writes: 4 BITFIELD arguments each at most
 local ring, settings, maskKey, scratch = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
@@ -81,6 +88,8 @@ if #settingsArg <= HEADER or string.sub(settingsArg, 1, IDENTITY) ~= f.ident the
   return reject('ARGS', 'ARGV[2] does not start with ARGV[1]\'s identity')
 end
 if create ~= '0' and create ~= '1' then return reject('ARGS', 'ARGV[9] is not 0 or 1') end
+local root = ARGV[11]
+if root ~= 'r' and root ~= 'p' then return reject('ARGS', 'ARGV[11] is not r or p') end
 if #KEYS < 5 then return reject('ARGS', 'want the ring, the settings, two scratch keys and a record') end
 
 local W = gens + 2
@@ -126,8 +135,9 @@ end
 
 -- A handle with other settings is refused before anything else, replays
 -- included: its events live elsewhere, or mean something else.
-local stored = redis.call('HMGET', settings, 's', 'ring')
-local storedSettings, expires = stored[1], tonumber(stored[2])
+local stored = redis.call('HMGET', settings, 's', 'ring', 'inc')
+local storedSettings, expires, storedInc = stored[1], tonumber(stored[2]), stored[3]
+if storedInc and #storedInc ~= INC_SIZE then return reject('DAMAGED', settings .. ': an incarnation of ' .. #storedInc .. ' bytes') end
 if storedSettings and storedSettings ~= settingsArg then
   if not string.find(storedSettings, ';ring;', HEADER + 1, true) then
     return reject('MISMATCH', settings .. ' holds a window written by an earlier rbloom (one key per generation): ' ..
@@ -174,7 +184,13 @@ else
     return reject('MISMATCH', ring .. ' holds a window of other buckets or span')
   end
   cursor = int64(got, RING_CURSOR_BYTE + 1)
-  if cursor < 0 or cursor > dataBytes then return reject('DAMAGED', ring .. ': cleaning cursor ' .. cursor) end
+  if cursor < 0 or cursor > dataBytes or cursor % W ~= 0 then
+    -- A step starts at a multiple of W bytes, the mask's period.
+    return reject('DAMAGED', ring .. ': cleaning cursor ' .. cursor)
+  end
+  if storedInc and incarnation(got) ~= storedInc then
+    return reject('DAMAGED', ring .. ' has another incarnation than ' .. settings .. ' says: another ring was put in its place')
+  end
   for q = 0, W - 1 do
     local h = int64(got, RING_POSITIONS_BYTE + 1 + RING_POSITION_SIZE * q)
     if h < -2 or (h > 0 and h % W ~= q) then
@@ -186,7 +202,7 @@ end
 
 -- An operation id's record holds the incarnation of the rings it was
 -- applied to: one left by a window that was dropped is not replayed.
-local inc = incarnation(got ~= '' and got or head)
+local inc = storedInc or incarnation(got ~= '' and got or head)
 local done, err = replay(5, field, tag, inc)
 if err then return err end
 if done then return done end
@@ -203,7 +219,9 @@ end
 for q = 0, W - 1 do
   if held[q] > c then c = held[q] end
 end
-if n > 0 and c ~= expected then return '!' .. c end
+-- The client wrote each slot's bit for the bucket it expected: in another,
+-- the bits are worked out here, and the answer tells it the bucket.
+local fast = (c == expected)
 local state = {} -- the BITFIELD arguments that write the state back
 local function setHeld(q, v)
   held[q] = v
@@ -216,6 +234,16 @@ local function setHeld(q, v)
 end
 for q = 0, W - 1 do
   if held[q] > 0 and held[q] < c - gens then setHeld(q, -1) end
+end
+
+-- writeState writes the state changes made so far, 6,000 BITFIELD
+-- arguments a call (unpack's limit is about 8,000: a call after a long
+-- pause may mark thousands of positions).
+local function writeState()
+  for lo = 1, #state, 6000 do
+    redis.call('BITFIELD', ring, unpack(state, lo, math.min(#state, lo + 5999)))
+  end
+  state = {}
 end
 
 -- clean takes up to steps steps of the cleaning pass, starting one for the
@@ -231,7 +259,10 @@ local function clean(steps)
       if held[q] == -1 then setHeld(q, -2) end
     end
     cursor = 0
+    state[#state + 1] = 'SET'; state[#state + 1] = 'i64'; state[#state + 1] = 8 * RING_CURSOR_BYTE
+    state[#state + 1] = 0
   end
+  if steps == 0 then return false end
   -- The mask keeps every bit but those of positions being cleaned. It is
   -- made from the state each time, never trusted from a key. Its period
   -- is W bytes, 8 words, and every step starts at a multiple of it.
@@ -272,17 +303,21 @@ end
 -- Every check is done: from here on the script writes.
 if got == '' then
   redis.call('SETRANGE', ring, size - 1, '\0')
-  redis.call('SETRANGE', ring, 0, head)
+  redis.call('SETRANGE', ring, 0, string.sub(head, 1, INC_BYTE) .. inc .. string.sub(head, INC_BYTE + INC_SIZE + 1))
   redis.call('BITFIELD', ring, 'SET', 'i64', 8 * RING_BUCKET_BYTE, bucketMS, 'SET', 'i64', 8 * RING_W_BYTE, W)
 end
 if not storedSettings then redis.call('HSET', settings, 's', settingsArg) end
--- The ring lives for the span after its last write; the settings remember
--- until when, a bucket longer.
-local ttl = W * bucketMS
+if not storedInc then redis.call('HSET', settings, 'inc', inc) end
+-- The ring lives for the span after its last write (the others than the
+-- root two buckets more, so that the root, which every call touches,
+-- expires first); the settings remember until when, and the incarnation,
+-- for twice the id lifetime at least.
+local ttl = math.max(W * bucketMS, MIN_RING_TTL)
+if root == 'p' then ttl = ttl + 2 * bucketMS end
 if not expires or expires < now + ttl - bucketMS then
   if clock == '' then redis.call('PEXPIREAT', ring, now + ttl) else redis.call('PEXPIRE', ring, ttl) end
   redis.call('HSET', settings, 'ring', now + ttl)
-  redis.call('PEXPIRE', settings, ttl + bucketMS)
+  redis.call('PEXPIRE', settings, math.max(ttl + bucketMS, 2 * 1000 * f.once))
 end
 
 local qc = c % W
@@ -292,9 +327,8 @@ if held[qc] ~= c then
   -- clear them first, over as many calls as it takes.
   clean(CLEAN_BLOCKED)
   if held[qc] == 0 then setHeld(qc, c) end
-  if #state > 0 then redis.call('BITFIELD', ring, unpack(state)) end
+  writeState()
   if held[qc] ~= c then return '~' end
-  state = {}
 end
 
 local out = {}
@@ -420,7 +454,7 @@ if n > 0 then
         if not setNow[o] and (not v or band(v, cbit) == 0) then
           setNow[o] = true
           local a = #add
-          add[a + 1], add[a + 2], add[a + 3], add[a + 4] = 'SET', 'u1', ARGV[FIRST_OFFSET + w - 1], '1'
+          add[a + 1], add[a + 2], add[a + 3], add[a + 4] = 'SET', 'u1', fast and ARGV[FIRST_OFFSET + w - 1] or o + qc, '1'
         end
       end
     end
@@ -432,9 +466,14 @@ if n > 0 then
   end
 end
 
--- A share of the cleaning that the next bucket will need.
-clean(CLEAN_CALL)
-if #state > 0 then redis.call('BITFIELD', ring, unpack(state)) end
+-- A share of the cleaning that the next bucket will need: a pass is spread
+-- over the first three quarters of a bucket, a step in a call when the
+-- cursor is behind that schedule, so that few calls pay for it.
+local into = (now - c * bucketMS) / (0.75 * bucketMS)
+if into < 0 or into > 1 then into = 1 end
+clean((cursor < dataBytes * into) and CLEAN_CALL or 0)
+writeState()
 local res = table.concat(out)
 remember(KEYS[5], field, tag, inc, res, keep)
+if n > 0 and not fast then return '!' .. c .. ':' .. res end
 return res

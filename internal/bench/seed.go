@@ -72,6 +72,8 @@ func (c SeedConfig) withDefaults() SeedConfig {
 // phase is what one phase of the run measured.
 type phase struct {
 	name         string
+	clearing     bool          // the phase ends when the rings have no generation to clear
+	cleared      time.Duration // how long the clearing took
 	events       int64
 	elapsed      time.Duration
 	cpu          float64 // Redis's CPU seconds, user and system
@@ -146,13 +148,28 @@ func RunSeed(ctx context.Context, cfg SeedConfig, out io.Writer) error {
 		len(in.Generations), count(int(ringBytes)), count(int(mem)), time.Since(start).Round(time.Second))
 
 	var sent history
-	phases := []*phase{{name: fmt.Sprintf("paced at %s events/s", count(int(cfg.Rate)))}, {name: "as fast as it goes"}}
+	phases := []*phase{{name: fmt.Sprintf("paced at %s events/s", count(int(cfg.Rate)))}, {name: "as fast as it goes"},
+		{name: "as fast, clearing a generation", clearing: true}}
 	for i, ph := range phases {
 		rate := cfg.Rate
-		if i == 1 {
+		if i > 0 {
 			rate = 0
 		}
-		progress("seed: %s for %v", ph.name, cfg.Duration)
+		if ph.clearing {
+			// The next bucket's position, clean, is marked to clean again:
+			// the pass over every word that each hour's turn makes.
+			for _, key := range keys {
+				r := newRingLayout(key, 24, m, in.Hashes)
+				c, _, err := r.current(ctx, rdb)
+				if err != nil {
+					return err
+				}
+				if err := rdb.Do(ctx, "BITFIELD", key, "SET", "i64", 64*8+192+128*((c+1)%int64(r.w)), -1).Err(); err != nil {
+					return err
+				}
+			}
+		}
+		progress("seed: %s for up to %v", ph.name, cfg.Duration)
 		if err := runPhase(ctx, rdb, w, cfg, rate, ph, &sent, i); err != nil {
 			return err
 		}
@@ -213,6 +230,21 @@ func runPhase(ctx context.Context, rdb *redis.Client, w *rbloom.Window, cfg Seed
 		firstErr                        error
 	)
 	start := time.Now()
+	if ph.clearing {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			for ctx.Err() == nil {
+				in, err := w.Info(ctx)
+				if err == nil && in.Cleaning == 0 {
+					ph.cleared = time.Since(start)
+					return
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}()
+	}
 	for c := range cfg.Consumers {
 		wg.Add(1)
 		go func() {
@@ -387,10 +419,27 @@ func percentile(lat, cmd, p string) float64 {
 func writeSeed(out io.Writer, cfg SeedConfig, phases []*phase) {
 	fmt.Fprintf(out, "%d consumers, TestOrAddManyOnce of %s events a batch, %.0f%% of them repeats of earlier events; %v a phase.\n\n",
 		cfg.Consumers, count(cfg.Batch), 100*cfg.Repeats, cfg.Duration)
-	t := newTable("", phases[0].name, phases[1].name)
-	row := func(name string, f func(ph *phase) string) {
-		t.add(name, f(phases[0]), f(phases[1]))
+	head := []string{""}
+	for _, ph := range phases {
+		head = append(head, ph.name)
 	}
+	t := newTable(head...)
+	row := func(name string, f func(ph *phase) string) {
+		cells := []string{name}
+		for _, ph := range phases {
+			cells = append(cells, f(ph))
+		}
+		t.add(cells...)
+	}
+	row("time", func(ph *phase) string {
+		if ph.clearing {
+			if ph.cleared == 0 {
+				return ph.elapsed.Round(time.Second).String() + ", not cleared"
+			}
+			return ph.cleared.Round(time.Second).String() + " to clear the rings"
+		}
+		return ph.elapsed.Round(time.Second).String()
+	})
 	row("events/s held", func(ph *phase) string { return count(int(float64(ph.events) / ph.elapsed.Seconds())) })
 	row("Redis CPU per event (used_cpu_user+sys)", func(ph *phase) string {
 		return strconv.FormatFloat(ph.cpu/float64(max(ph.events, 1))*1e6, 'f', 1, 64) + " µs"

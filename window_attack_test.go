@@ -1,0 +1,166 @@
+package rbloom
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Breaks found by an outside review of the ring window (each failed on the
+// code before its fix), kept as tests.
+
+// TestWindowReplayAfterRingExpires: a batch replayed under its operation id
+// within IDLifetime, after the ring expired for lack of writes, gets its
+// first decisions. Before, the ring made again had another incarnation, the
+// record was ignored, and the batch was applied a second time (seen, then
+// new).
+func TestWindowReplayAfterRingExpires(t *testing.T) {
+	rdb := realRedis(t)
+	clk := newClock(time.UnixMilli(1_000_000_000_000))
+	w := clocked(must(NewWindow(rdb, "expiring", WindowOptions{EventsPerBucket: 1000, ErrorRate: 0.01,
+		Bucket: time.Minute, Span: 2 * time.Minute, Partitions: 1})).on(t), clk)
+	must(w.TestOrAddManyOnce(ctx, []string{"x"}, "batch-1")).on(t)
+	second := must(w.TestOrAddManyOnce(ctx, []string{"x"}, "batch-2")).on(t)
+	if !second[0] {
+		t.Fatal("x, added by batch-1, answered new by batch-2")
+	}
+	// The ring expires (the test clock does not move Redis's TTLs: delete
+	// it and move the clock past the time its settings say it expires).
+	clk.add(10 * time.Minute)
+	rdb.Del(ctx, w.ringKey(0))
+	if again := must(w.TestOrAddManyOnce(ctx, []string{"x"}, "batch-2")).on(t); !slices.Equal(again, second) {
+		t.Errorf("batch-2 replayed after the ring expired: %v, its first decisions were %v", again, second)
+	}
+}
+
+// TestWindowOtherPartitions: a handle with more or fewer partitions than
+// the stored window gets ErrParamsMismatch, or an answer of seen, even for
+// events in partitions the window does not have or that were idle: every
+// call touches the root partition's ring, which every number of
+// partitions shares. Before, 10 of 20 held events were answered new.
+func TestWindowOtherPartitions(t *testing.T) {
+	rdb := realRedis(t)
+	for _, c := range []struct{ stored, other int }{{1, 2}, {4, 1}, {2, 5}} {
+		name := fmt.Sprint("parts-", c.stored, "-", c.other)
+		o := WindowOptions{EventsPerBucket: 1000, ErrorRate: 0.01, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: c.stored}
+		stored := must(NewWindow(rdb, name, o)).on(t)
+		held := events("held", 40)
+		must(stored.TestOrAddMany(ctx, held)).on(t)
+		o.Partitions = c.other
+		other := must(NewWindow(rdb, name, o)).on(t)
+		for _, e := range held {
+			for method, call := range map[string]func() (bool, error){
+				"TestMany":  func() (bool, error) { return first(other.TestMany(ctx, []string{e})) },
+				"TestOrAdd": func() (bool, error) { return other.TestOrAdd(ctx, e) },
+			} {
+				seen, err := call()
+				if err == nil && !seen {
+					t.Fatalf("stored with %d partitions, a handle with %d: %s(%q) answered not seen, no error", c.stored, c.other, method, e)
+				}
+				if err != nil && !errors.Is(err, ErrParamsMismatch) {
+					t.Errorf("stored with %d partitions, a handle with %d: %s: %v, want ErrParamsMismatch", c.stored, c.other, method, err)
+				}
+			}
+		}
+	}
+}
+
+// TestWindowLongPause: a window of 800 buckets written in about 700 of
+// them, then left until they all leave the span, works on: one call marks
+// them all to clean. Before, that call failed with "too many results to
+// unpack", and so did every later one.
+func TestWindowLongPause(t *testing.T) {
+	rdb := realRedis(t)
+	clk := newClock(time.UnixMilli(1_000_000_000_000))
+	w := clocked(must(NewWindow(rdb, "paused", WindowOptions{EventsPerBucket: 10, ErrorRate: 0.01,
+		Bucket: time.Second, Span: 800 * time.Second, Partitions: 1})).on(t), clk)
+	for i := range 700 {
+		must(w.TestOrAdd(ctx, fmt.Sprint("e", i))).on(t)
+		clk.add(time.Second)
+	}
+	clk.add(2000 * time.Second)
+	if seen := must(w.TestOrAddManyOnce(ctx, []string{"e1", "new"}, "after")).on(t); seen[0] || seen[1] {
+		t.Errorf("after the pause: %v, want both new (e1 left the span)", seen)
+	}
+	if seen := must(w.TestOrAdd(ctx, "new")).on(t); !seen {
+		t.Error("an event added after the pause answered new")
+	}
+}
+
+// TestWindowLostPartition: a partition whose ring and settings are gone
+// while the root's live (FLUSHALL of one cluster master, say) is
+// ErrDamaged from every method: its events cannot be told from new ones.
+// Before, it was made again, empty, and its events answered new.
+func TestWindowLostPartition(t *testing.T) {
+	rdb := realRedis(t)
+	w := must(NewWindow(rdb, "lost", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 3})).on(t)
+	held := events("held", 60)
+	must(w.TestOrAddMany(ctx, held)).on(t)
+	victim := (w.root + 1) % 3
+	rdb.Del(ctx, w.ringKey(victim), w.settingsKey(victim))
+	if _, err := w.TestMany(ctx, held); !errors.Is(err, ErrDamaged) {
+		t.Errorf("TestMany: %v, want ErrDamaged", err)
+	}
+	if _, err := w.TestOrAddMany(ctx, held); !errors.Is(err, ErrDamaged) {
+		t.Errorf("TestOrAddMany: %v, want ErrDamaged", err)
+	}
+	// Dropped and made again, it works.
+	must(0, w.Drop(ctx)).on(t)
+	if seen := must(w.TestOrAddMany(ctx, held)).on(t); slices.Contains(seen, true) {
+		t.Error("after Drop, events answered seen")
+	}
+}
+
+// TestWindowWaitReplicas: with WaitReplicas, a window's write returns once
+// the replica has it, and fails with ErrNotReplicated when it cannot.
+func TestWindowWaitReplicas(t *testing.T) {
+	_, replica, rdb, rep := startReplicated(t)
+	o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2, WaitReplicas: 1, WaitTimeout: 2 * time.Second}
+	w := must(NewWindow(rdb, "replicated", o)).on(t)
+	held := events("held", 50)
+	must(w.TestOrAddMany(ctx, held)).on(t)
+	onReplica := must(NewWindow(rep, "replicated", o)).on(t)
+	if seen := must(onReplica.TestMany(ctx, held)).on(t); slices.Contains(seen, false) {
+		t.Error("the replica does not have events of a write that waited for it")
+	}
+	replica.Stop()
+	o.WaitTimeout = 200 * time.Millisecond
+	w = must(NewWindow(rdb, "replicated", o)).on(t)
+	if _, err := w.TestOrAdd(ctx, "late"); !errors.Is(err, ErrNotReplicated) {
+		t.Errorf("TestOrAdd with the replica down: %v, want ErrNotReplicated", err)
+	}
+}
+
+// TestWindowStateDamage: a ring whose state no window writes is refused,
+// never read: a cleaning cursor that is no multiple of W (the mask's
+// period) would clear the live generations out of phase, and a ring
+// whose incarnation is not the one its settings remember (overwritten, or
+// another window's ring put in its place) would replay no operation id.
+// Before, the first answered a held event new, the second applied a
+// replayed batch again.
+func TestWindowStateDamage(t *testing.T) {
+	rdb := realRedis(t)
+	clk := newClock(time.UnixMilli(1_000_000_000_000))
+	o := WindowOptions{EventsPerBucket: 1000, ErrorRate: 0.01, Bucket: time.Minute, Span: time.Minute, Partitions: 1}
+	w := clocked(must(NewWindow(rdb, "state", o)).on(t), clk)
+	first := must(w.TestOrAddManyOnce(ctx, []string{"x", "y"}, "op")).on(t)
+	ring := w.ringKey(0)
+	qc := (clk.now().UnixMilli() / time.Minute.Milliseconds()) % int64(w.r.w)
+	be := func(v int64) string { return string(binary.BigEndian.AppendUint64(nil, uint64(v))) }
+	rdb.SetRange(ctx, ring, int64(ringPositionsByte+ringPositionSize*((qc+1)%int64(w.r.w))), be(-2))
+	rdb.SetRange(ctx, ring, ringCursorByte, be(1))
+	for range 2 {
+		if seen, err := w.TestOrAdd(ctx, "x"); err == nil && !seen {
+			t.Fatal("misaligned cursor: x, added in this bucket, answered new, no error")
+		}
+	}
+	rdb.Del(ctx, ring, w.settingsKey(0))
+	first = must(w.TestOrAddManyOnce(ctx, []string{"x", "y"}, "op2")).on(t)
+	rdb.SetRange(ctx, ring, incByte, "DAMAGED!")
+	if again, err := w.TestOrAddManyOnce(ctx, []string{"x", "y"}, "op2"); err == nil && !slices.Equal(again, first) {
+		t.Errorf("incarnation overwritten: the replay answered %v, its first decisions %v, no error", again, first)
+	}
+}
