@@ -246,6 +246,7 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 	perCall := max(1, maxWindowWords/(f.h.k*len(w.r.fields())))
 	seq := make([]int, len(f.parts))
 	created := false
+	touched := int64(0) // the bucket in which this call touched every partition, if it did
 	type part struct {
 		p   int
 		rec record
@@ -270,7 +271,7 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 			}
 		}
 		if all && lo == 0 {
-			defer w.touchedAll.Store(expect)
+			touched = expect
 		}
 		// A call answers '?' when the ring is missing: the rings of every
 		// partition are created together, so that one lost later is told
@@ -330,6 +331,9 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 			}
 			parts = again
 		}
+	}
+	if touched != 0 {
+		w.touchedAll.Store(touched)
 	}
 	return out, nil
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // window test-or-adds items in a window of generations (rbloom.NewWindow),
-// or, with --info, lists its live generations. A window stores no settings
-// of its own: every call gives them.
+// or, with --info, lists its live generations. Every call gives the
+// window's settings, which Redis keeps: other ones are refused.
 func setupWindow(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error {
 	var o rbloom.WindowOptions
 	fs.Var(newWhole(&o.EventsPerBucket, 0, 1), "events", "events `N` of one bucket, which each generation is sized for: 1000000, 1_000_000 or 1e6")
