@@ -23,8 +23,9 @@ import (
 // The generations of a partition live in one Redis string, a ring, where
 // each slot is a word with one bit per generation (docs/format.md): an
 // event costs k word reads and at most k bit writes however long the
-// span. A generation leaving the span is cleared, a few 64 KiB steps in
-// each call, while the bucket before the one that reuses it runs.
+// span. A generation leaving the span is cleared, 32 KiB at a time in the
+// calls that find the clearing behind schedule, while the bucket before
+// the one that reuses it runs.
 //
 // The clock is Redis's (TIME, read inside every call): every process
 // agrees on the bucket, whatever its own clock. An event is remembered
@@ -33,7 +34,6 @@ import (
 type Window struct {
 	f        *filter // one generation: the partitions' keys and headers
 	bucket   time.Duration
-	span     time.Duration
 	r        ring
 	settings []string // per partition, what the settings hash holds in 's'
 	// clock, in tests only, replaces Redis's clock (Unix ms). Production
@@ -144,7 +144,7 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Window{f: f, bucket: o.Bucket, span: o.Span, r: newRing(gens, f.h.m), root: shareOf(keySlot(name), len(f.parts))}
+	w := &Window{f: f, bucket: o.Bucket, r: newRing(gens, f.h.m), root: shareOf(keySlot(name), len(f.parts))}
 	for _, part := range f.parts {
 		w.settings = append(w.settings, windowSettings(part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
 	}
@@ -417,7 +417,6 @@ type ringRead struct {
 	time     *redis.TimeCmd // nil with a test clock
 	head     *redis.StringCmd
 	size     *redis.IntCmd
-	ttl      *redis.DurationCmd
 	settings *redis.SliceCmd
 }
 
@@ -430,7 +429,6 @@ func (w *Window) readRing(ctx context.Context, pipe redis.Pipeliner, p int) ring
 	key := w.ringKey(p)
 	rr.head = pipe.GetRange(ctx, key, 0, int64(w.r.state)-1)
 	rr.size = pipe.StrLen(ctx, key)
-	rr.ttl = pipe.PTTL(ctx, key)
 	rr.settings = pipe.HMGet(ctx, w.settingsKey(p), "s", "ring", "inc")
 	return rr
 }
