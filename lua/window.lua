@@ -51,7 +51,7 @@
 -- ARGV[10]  the bucket the client expects the call to be in
 -- ARGV[11]  'r' for the window's root partition, whose ring the client
 --           touches in every call and expires first; 'p' for the others,
---           whose rings live two buckets longer
+--           whose rings live three buckets longer
 -- ARGV[11..] for each event's k slots, the bit offset of the slot's bit in
 --           ARGV[10]'s generation, in decimal: the slot's word, plus
 --           ARGV[10] mod W (so that the script writes the client's strings
@@ -309,11 +309,11 @@ end
 if not storedSettings then redis.call('HSET', settings, 's', settingsArg) end
 if not storedInc then redis.call('HSET', settings, 'inc', inc) end
 -- The ring lives for the span after its last write (the others than the
--- root two buckets more, so that the root, which every call touches,
+-- root three buckets more, so that the root, which every call touches,
 -- expires first); the settings remember until when, and the incarnation,
 -- for twice the id lifetime at least.
 local ttl = math.max(W * bucketMS, MIN_RING_TTL)
-if root == 'p' then ttl = ttl + 2 * bucketMS end
+if root == 'p' then ttl = ttl + 3 * bucketMS end
 if not expires or expires < now + ttl - bucketMS then
   if clock == '' then redis.call('PEXPIREAT', ring, now + ttl) else redis.call('PEXPIRE', ring, ttl) end
   redis.call('HSET', settings, 'ring', now + ttl)
