@@ -28,6 +28,10 @@ var (
 	rebuildLua    string
 	rebuildScript = redis.NewScript(luaConstants + filterLua + rebuildLua)
 
+	//go:embed lua/cuckoo.lua
+	cuckooLua    string
+	cuckooScript = redis.NewScript(luaConstants + filterLua + cuckooLua)
+
 	//go:embed lua/window.lua
 	windowLua    string
 	windowScript = redis.NewScript(luaConstants + filterLua + windowLua)
@@ -53,6 +57,10 @@ local MAX_PARTITIONS = %d
 local MAX_STRING_BYTES = %d
 local RESERVED = "%s" -- the zero bytes after RESERVED_BYTE
 local RECORD_FIELD, RECORD_TAG, ONCE_RECORD_KEYS = %d, %d, %d
+local CUCKOO, CUCKOO_BUCKET, MIN_FP, MAX_FP = %d, %d, %d, %d
+local CUCKOO_MAX_LOAD, CUCKOO_KICKS, CUCKOO_ITEMS, CUCKOO_MIX = %g, %d, %d, %d
 `, headerSize, identitySize, itemsByte, markByte, markRebuild, markResize, incByte, incSize, reservedByte, int64(DefaultIDLifetime/time.Second), magic, formatVersion,
 	ModeCounting, ModeClassic, MaxHashes, MaxPartitions, maxStringBytes,
-	strings.Repeat(`\0`, headerSize-reservedByte), onceFieldBytes, recordTagBytes, onceRecordKeys)
+	strings.Repeat(`\0`, headerSize-reservedByte), onceFieldBytes, recordTagBytes, onceRecordKeys,
+	ModeCuckoo, cuckooBucketSize, MinFingerprintBits, MaxFingerprintBits,
+	CuckooMaxLoad, cuckooMaxKicks, cuckooItemsPerCall, cuckooMix)
