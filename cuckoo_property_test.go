@@ -173,7 +173,17 @@ func (cm *cuckooMachine) actions() map[string]func(*rapid.T) {
 }
 
 func TestCuckooMachine(t *testing.T) {
-	rdb := realRedis(t)
+	cuckooMachines(t, realRedis(t))
+}
+
+// TestCuckooClusterMachine runs the machine on the 3-master cluster, its
+// partitions on different masters.
+func TestCuckooClusterMachine(t *testing.T) {
+	_, rdb := clusterClient(t)
+	cuckooMachines(t, rdb)
+}
+
+func cuckooMachines(t *testing.T, rdb redis.UniversalClient) {
 	for _, variant := range []string{"planned", "unplanned"} {
 		t.Run(variant, func(t *testing.T) {
 			if variant == "unplanned" {

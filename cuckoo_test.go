@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -277,5 +278,116 @@ func TestCuckooKicksUndone(t *testing.T) {
 	}
 	if kicked == 0 {
 		t.Error("no insert failed after its kicks: the test did not test them")
+	}
+}
+
+// TestCuckooRebuildAndResize: a rebuild of a cuckoo filter clears the
+// fingerprints of items removed from the source but not from the filter,
+// with adds running meanwhile; a full filter is cured by a Resize into a
+// bigger one, with no item held lost on the way.
+func TestCuckooRebuildAndResize(t *testing.T) {
+	rdb := realRedis(t)
+	for _, parts := range []int{1, 3} {
+		name := fmt.Sprint("ck-rebuild-", parts)
+		c := newCuckooT(t, rdb, name, Options{Capacity: 600, Partitions: parts, KeyPrefix: "app:"})
+		var source, ghosts []string
+		for i := range 400 {
+			source = append(source, fmt.Sprint("row-", i))
+		}
+		must(c.AddMany(ctx, source)).on(t)
+		ghosts, source = source[300:], source[:300] // gone from the source only
+		during := []string{"during-1", "during-2"}
+		err := c.Rebuild(ctx, func(add func([]string) error) error {
+			must(c.AddMany(ctx, during)).on(t) // a concurrent add reaches the copy too
+			return add(source)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := append(slices.Clone(source), during...)
+		for i, ok := range must(c.TestMany(ctx, held)).on(t) {
+			if !ok {
+				t.Fatalf("P=%d: %q tests absent after the rebuild", parts, held[i])
+			}
+		}
+		in := must(c.Info(ctx)).on(t)
+		if in.Items != int64(len(held)) || in.NonZero != uint64(len(held)) {
+			t.Errorf("P=%d: after the rebuild Items %d, NonZero %d, want %d (the ghosts gone)", parts, in.Items, in.NonZero, len(held))
+		}
+		ghostly := 0
+		for _, ok := range must(c.TestMany(ctx, ghosts)).on(t) {
+			if ok {
+				ghostly++
+			}
+		}
+		if ghostly > 10 {
+			t.Errorf("P=%d: %d of %d removed rows still test present", parts, ghostly, len(ghosts))
+		}
+		if rdb.Exists(ctx, "rbloom:{"+name+"}").Val() != 0 {
+			t.Errorf("P=%d: a key without the handle's KeyPrefix", parts)
+		}
+
+		// Fill it up, then resize into twice the capacity.
+		for i := 0; ; i++ {
+			item := fmt.Sprint("more-", i)
+			if _, err := c.Add(ctx, item); errors.Is(err, ErrFull) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, item)
+		}
+		if in := must(c.Info(ctx)).on(t); in.Load < 0.8 {
+			t.Errorf("P=%d: full at Info.Load %.3f", parts, in.Load)
+		}
+		g, err := c.Resize(ctx, Options{Capacity: 1500, Partitions: parts}, func(add func([]string) error) error { return add(held) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(g.AddMany(ctx, []string{"after-1", "after-2"})).on(t)
+		held = append(held, "after-1", "after-2")
+		for i, ok := range must(g.TestMany(ctx, held)).on(t) {
+			if !ok {
+				t.Fatalf("P=%d: %q tests absent after the resize", parts, held[i])
+			}
+		}
+		if o := must(OpenCuckoo(ctx, rdb, name, Options{KeyPrefix: "app:"})).on(t); o.f.h.m != g.f.h.m {
+			t.Errorf("P=%d: OpenCuckoo after the resize has %d buckets, want %d", parts, o.f.h.m, g.f.h.m)
+		}
+	}
+}
+
+// TestCuckooOnce: AddOnce and RemoveOnce apply once, replays answer the
+// first call's answers, and an id used for other items is refused; with
+// functions too.
+func TestCuckooOnce(t *testing.T) {
+	rdb := realRedis(t)
+	if err := InstallFunctions(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range []bool{false, true} {
+		name := fmt.Sprint("ck-once-", fn)
+		c := newCuckooT(t, rdb, name, Options{Capacity: 1000, UseFunctions: fn})
+		batch := []string{"a", "b", "c"}
+		first := must(c.AddManyOnce(ctx, batch, "id-1")).on(t)
+		again := must(c.AddManyOnce(ctx, batch, "id-1")).on(t)
+		if !slices.Equal(first, again) {
+			t.Errorf("functions %v: replay answered %v, first %v", fn, again, first)
+		}
+		if n := must(c.Count(ctx, "a")).on(t); n != 1 {
+			t.Errorf("functions %v: Count(a) = %d after an add and its replay, want 1", fn, n)
+		}
+		if _, err := c.AddManyOnce(ctx, []string{"x"}, "id-1"); !errors.Is(err, ErrOpIDReused) {
+			t.Errorf("functions %v: id reused for other items: %v, want ErrOpIDReused", fn, err)
+		}
+		must(c.Add(ctx, "a")).on(t)
+		for range 2 {
+			if ok := must(c.RemoveOnce(ctx, "a", "rm-1")).on(t); !ok {
+				t.Errorf("functions %v: RemoveOnce = false", fn)
+			}
+		}
+		if n := must(c.Count(ctx, "a")).on(t); n != 1 {
+			t.Errorf("functions %v: Count(a) = %d after 2 adds and a remove replayed, want 1", fn, n)
+		}
 	}
 }
