@@ -391,3 +391,64 @@ func TestCuckooOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestCuckooGolden pins the cuckoo hashing that docs/format.md states:
+// changing it breaks every stored cuckoo filter.
+func TestCuckooGolden(t *testing.T) {
+	p, b1, b2, fp := cuckooLocate("hello", 10, 1000, 1)
+	if p != 0 || fp != 301 || b1 != 306 || b2 != 271 {
+		t.Errorf("cuckooLocate(hello, f=10, m=1000) = partition %d, b1 %d, b2 %d, fp %d; docs/format.md says 0, 306, 271, 301", p, b1, b2, fp)
+	}
+	if cuckooAlt(b2, fp, 1000) != b1 {
+		t.Error("the alternate of the alternate bucket is not the first")
+	}
+}
+
+// TestCuckooForgedArguments sends cuckoo.lua arguments no client of this
+// version sends: each is refused with an error, before anything is
+// written, on an existing partition and on a missing one.
+func TestCuckooForgedArguments(t *testing.T) {
+	rdb := realRedis(t)
+	c := newCuckooT(t, rdb, "ck-forged", Options{Slots: 100, Hashes: 8})
+	must(c.Add(ctx, "a")).on(t)
+	counting := newCounting(t, rdb, "ck-forged-counting", Options{Slots: 100, Hashes: 2})
+	head := c.f.parts[0].head
+	base := func(op string, items ...any) []any {
+		return append([]any{head, "0", "60000", "1", "0", forgedField, "", "0", op}, items...)
+	}
+	cases := map[string][]any{
+		"bucket past m":           base("a", "100", "5"),
+		"negative bucket":         base("a", "-1", "5"),
+		"fractional bucket":       base("a", "1.5", "5"),
+		"fingerprint 0":           base("a", "1", "0"),
+		"fingerprint of 9 bits":   base("a", "1", "256"),
+		"non-numeric fingerprint": base("a", "1", "x"),
+		"half an item":            base("a", "1", "5", "2"),
+		"unknown operation":       base("x", "1", "5"),
+		"delete that creates":     base("d", "1", "5"),
+		"bad create flag":         append([]any{head, "0", "60000", "2", "0", forgedField, "", "0", "a"}, "1", "5"),
+		"bad absent flag":         append([]any{head, "0", "60000", "1", "0", forgedField, "", "2", "a"}, "1", "5"),
+		"a counting header":       append([]any{counting.f.parts[0].head, "0", "60000", "1", "0", forgedField, "", "0", "a"}, "1", "5"),
+	}
+	var many []any
+	for range cuckooItemsPerCall + 1 {
+		many = append(many, "1", "5")
+	}
+	cases["too many items"] = base("a", many...)
+	for _, key := range []string{c.f.parts[0].key, keyOf(DefaultKeyPrefix, "ck-forged-missing")} {
+		before := dump(t, rdb)
+		for name, args := range cases {
+			keys := []string{key, copyKey(key), key + ":r:forged"}
+			if err := cuckooScript.Run(ctx, rdb, keys, args...).Err(); err == nil || !strings.Contains(err.Error(), "RBLOOM_ARGS") {
+				t.Errorf("%s on %s: %v, want RBLOOM_ARGS", name, key, err)
+			}
+		}
+		// add.lua refuses a cuckoo header.
+		if err := addScript.Run(ctx, rdb, forgedKeys(key), head, "0", "60000", "1", "0", forgedField, "", "0", "512").Err(); err == nil {
+			t.Errorf("add.lua with a cuckoo header on %s: no error", key)
+		}
+		if after := dump(t, rdb); !sameStrings(before, after) {
+			t.Errorf("refused calls on %s changed Redis", key)
+		}
+	}
+}

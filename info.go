@@ -69,10 +69,12 @@ type Info struct {
 }
 
 // Overfull reports whether the filter holds more than it was sized for, or
-// its measured false-positive rate is more than twice its target: rebuild
-// it into a bigger one.
+// its measured false-positive rate is more than twice its target, or a
+// cuckoo filter's load is past 95% of CuckooMaxLoad (soon its adds fail
+// with ErrFull): rebuild it into a bigger one.
 func (in *Info) Overfull() bool {
-	return in.Fill > 1 || (in.ErrorRate > 0 && in.MeasuredFalsePositiveRate > 2*in.ErrorRate)
+	return in.Fill > 1 || (in.ErrorRate > 0 && in.MeasuredFalsePositiveRate > 2*in.ErrorRate) ||
+		in.Load > 0.95*CuckooMaxLoad
 }
 
 // Evicts reports whether the server may evict keys of the filter when it

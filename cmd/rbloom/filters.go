@@ -252,6 +252,9 @@ func printInfo(c *cli, in *rbloom.Info) {
 	} {
 		fmt.Fprintf(c.out, "%-15s %s\n", row[0]+":", row[1])
 	}
+	if in.Mode == rbloom.ModeCuckoo {
+		fmt.Fprintf(c.out, "%-15s %.3f of the slots (adds fail with ErrFull past %g)\n", "load:", in.Load, rbloom.CuckooMaxLoad)
+	}
 	warnOverfull(c, in)
 	warnEviction(c, in)
 }
@@ -271,6 +274,11 @@ func evictionRow(in *rbloom.Info) string {
 // sized for, what that costs and how to fix it.
 func warnOverfull(c *cli, in *rbloom.Info) {
 	if !in.Overfull() {
+		return
+	}
+	if in.Mode == rbloom.ModeCuckoo {
+		fmt.Fprintf(c.stderr, "rbloom: warning: cuckoo filter %s is at load %.3f; past %g its adds fail with ErrFull: resize it without stopping it (rbloom rebuild %s ITEMS-FILE --capacity %d)\n",
+			in.Name, in.Load, rbloom.CuckooMaxLoad, in.Name, max(2*in.Items, 1000))
 		return
 	}
 	fmt.Fprintf(c.stderr, "rbloom: warning: %s holds %d items for a capacity of %d (%.1fx); its false-positive rate is %s against a target of %s: resize it without stopping it (rbloom rebuild %s ITEMS-FILE --capacity %d)\n",
