@@ -142,7 +142,7 @@ func (f *filter) sendReads(ctx context.Context, pl placement) ([]*partRead, erro
 // queueReads sends the reads of sendReads, in transactions or, without
 // inTx, in one pipeline with each partition's header read twice.
 func (f *filter) queueReads(ctx context.Context, pl placement, inTx bool) ([]*partRead, error) {
-	perCall := f.perCall()
+	perCall := maxCallSlots / f.readsPerItem() // a cuckoo filter's reads take more items than its writes
 	var touched []int
 	for p, group := range pl.groups {
 		if len(group) > 0 {

@@ -183,21 +183,33 @@ local function insert(s, b, b2, fp)
     end
   end
   if same then return s.key .. ': both buckets of the item hold its fingerprint only' end
-  -- A deterministic walk (no randomness in scripts): the slot to kick
-  -- comes from a small linear congruential sequence seeded by the item.
+  -- A walk: fp must go into b, which is full. Each step first looks one
+  -- step ahead, reading the other buckets of b's fingerprints in one
+  -- BITFIELD_RO: if one has a free slot, that fingerprint moves there and
+  -- fp takes its place. Otherwise a fingerprint of b is kicked out for fp
+  -- and must go into its other bucket, full too: the next step. The slot
+  -- kicked comes from a small linear congruential sequence seeded by the
+  -- item (no randomness in scripts: the walk is deterministic).
   local seed = (fp + b) % 65537
   if seed % 2 == 1 then b = b2 end
   for _ = 1, CUCKOO_KICKS do
-    seed = (seed * 75 + 74) % 65537
     local bk = bucket(s, b)
+    local alts = {}
+    for t = 1, CUCKOO_BUCKET do alts[t] = alt(b, bk[t]) end
+    load(s, alts)
+    for t = 1, CUCKOO_BUCKET do
+      if alts[t] ~= b and put(s, alts[t], bk[t]) then
+        bk[t] = fp
+        s.dirty[b] = true
+        s.added = s.added + 1
+        return nil
+      end
+    end
+    seed = (seed * 75 + 74) % 65537
     local t = seed % CUCKOO_BUCKET + 1
     fp, bk[t] = bk[t], fp
     s.dirty[b] = true
-    b = alt(b, fp)
-    if put(s, b, fp) then
-      s.added = s.added + 1
-      return nil
-    end
+    b = alts[t]
   end
   return s.key .. ': no free slot after ' .. CUCKOO_KICKS .. ' kicks'
 end

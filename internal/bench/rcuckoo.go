@@ -37,7 +37,7 @@ const (
 )
 
 // ckLoads are the loads held under churn; the last is the planned one.
-var ckLoads = []float64{0.6, 0.8, rbloom.CuckooMaxLoad}
+var ckLoads = []float64{0.6, 0.7, rbloom.CuckooMaxLoad}
 
 // ckRows returns rows 17a-17c.
 func (b *bench) ckRows(addMany, testMany, removeMany *row) []*row {
