@@ -37,11 +37,14 @@ type Options struct {
 	ErrorRate float64
 
 	// Slots is m, the number of slots (counters in a counting filter,
-	// bits in a classic one). Default OptimalSlots(Capacity, ErrorRate).
+	// bits in a classic one, buckets of 4 fingerprints in a cuckoo one).
+	// Default OptimalSlots(Capacity, ErrorRate), or CuckooParams.
 	Slots uint64
 
-	// Hashes is k, the number of slots each item sets, 1 to MaxHashes.
-	// Default OptimalHashes(Capacity, Slots).
+	// Hashes is k, the number of slots each item sets, 1 to MaxHashes; in
+	// a cuckoo filter, the fingerprint width in bits, MinFingerprintBits
+	// to MaxFingerprintBits. Default OptimalHashes(Capacity, Slots), or
+	// CuckooParams.
 	Hashes int
 
 	// Partitions is P, the number of Redis keys the slots are split over, 1
