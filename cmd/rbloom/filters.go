@@ -245,8 +245,7 @@ func printInfo(c *cli, in *rbloom.Info) {
 		{"expires", ttl},
 		{"error rate now", percent(in.FalsePositiveRate) + " expected from the items, " +
 			percent(in.MeasuredFalsePositiveRate) + " measured from the slots"},
-		{"slots in use", fmt.Sprintf("%d of %d non-zero (%s), %d saturated at 15",
-			in.NonZero, in.Slots, percent(float64(in.NonZero)/float64(max(1, in.Slots))), in.Saturated)},
+		{"slots in use", slotsInUse(in)},
 		{"damaged", strconv.FormatBool(in.Damaged)},
 		{"eviction", evictionRow(in)},
 	} {
@@ -379,4 +378,15 @@ func setupDrop(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error 
 		fmt.Fprintf(c.out, "dropped %s\n", args[0])
 		return nil
 	}
+}
+
+// slotsInUse says how many slots hold something: counters or bits, or a
+// cuckoo filter's fingerprints, 4 to a bucket.
+func slotsInUse(in *rbloom.Info) string {
+	if in.Mode == rbloom.ModeCuckoo {
+		return fmt.Sprintf("%d fingerprints in %d buckets of 4 (%s), %d-bit fingerprints",
+			in.NonZero, in.Slots, percent(float64(in.NonZero)/float64(max(1, 4*in.Slots))), in.Hashes)
+	}
+	return fmt.Sprintf("%d of %d non-zero (%s), %d saturated at 15",
+		in.NonZero, in.Slots, percent(float64(in.NonZero)/float64(max(1, in.Slots))), in.Saturated)
 }

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rbloom/rbloom"
+	"github.com/rbloom/rbloom/rbloomtest"
 )
 
 func TestCreate(t *testing.T) {
@@ -125,4 +132,41 @@ func TestDrop(t *testing.T) {
 	rb(t, u, "", "drop", "f").ok(t, "no filter named f (nothing to drop)\n")
 	// Once dropped, the name is free for other parameters.
 	must(t, u, "create", "f", "--capacity", "20", "--classic")
+}
+
+// TestInfoCuckoo: info on a cuckoo filter (made with the library: the
+// command cannot create one) shows its fingerprints and load, and warns
+// when it is near its planned load.
+func TestInfoCuckoo(t *testing.T) {
+	t.Parallel()
+	addr := rbloomtest.NewMiniredis(t).Addr()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	c, err := rbloom.NewCuckoo(rdb, "ck", rbloom.Options{Slots: 10, Hashes: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddMany(ctx, []string{"a", "b", "c", "d", "e", "f", "g", "h"}); err != nil {
+		t.Fatal(err)
+	}
+	r := rb(t, "redis://"+addr, "", "info", "ck")
+	for _, want := range []string{"mode:           cuckoo\n", "slots in use:   8 fingerprints in 10 buckets of 4 (20%), 8-bit fingerprints\n", "load:           0.200 of the slots"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("info: no %q in\n%s", want, r.stdout)
+		}
+	}
+	if r.stderr != "" {
+		t.Errorf("info at load 0.2 warns: %s", r.stderr)
+	}
+	var more []string
+	for i := range 23 {
+		more = append(more, fmt.Sprint("more-", i))
+	}
+	if _, err := c.AddMany(ctx, more); err != nil {
+		t.Fatal(err)
+	}
+	if r := rb(t, "redis://"+addr, "", "info", "ck"); !strings.Contains(r.stderr, "warning: cuckoo filter ck is at load 0.775") {
+		t.Errorf("info at load 0.775: stderr %q, want a warning", r.stderr)
+	}
 }
