@@ -207,7 +207,6 @@ func (f *filter) forward(ctx context.Context, target string, op writeOp, items [
 	}
 	fwd := next.addOp()
 	fwd.create, fwd.fill = false, true
-	fwd.absent = op.absent // a TestOrAdd adds no second count or copy there either
 	if op.opID != "" {
 		fwd.opID, fwd.keep = op.opID, op.keep
 	}
