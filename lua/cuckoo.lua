@@ -77,6 +77,8 @@ for i = 1, n do
   end
   b1[i], fps[i] = b, fp
 end
+-- b2s[i] is item i's other bucket (alt, below).
+local b2s = {}
 
 local exists, head, err = open(key, f)
 if err then return err end
@@ -140,15 +142,18 @@ local function bucket(s, b)
   return s.buckets[b]
 end
 
+-- slotOf returns the slot of bucket b that holds fp, or nil.
+local function slotOf(s, b, fp)
+  local bk = bucket(s, b)
+  for t = 1, CUCKOO_BUCKET do
+    if bk[t] == fp then return t end
+  end
+  return nil
+end
+
 -- has reports whether fingerprint fp is in bucket b or b2.
 local function has(s, b, b2, fp)
-  for _, x in ipairs({b, b2}) do
-    local bk = bucket(s, x)
-    for t = 1, CUCKOO_BUCKET do
-      if bk[t] == fp then return true end
-    end
-  end
-  return false
+  return slotOf(s, b, fp) ~= nil or slotOf(s, b2, fp) ~= nil
 end
 
 -- put stores fp in a free slot of bucket b, and reports whether it could.
@@ -177,10 +182,9 @@ local function insert(s, b, b2, fp)
   end
   -- Both full. Of the same fingerprint only: kicking cannot help.
   local same = true
-  for _, x in ipairs({b, b2}) do
-    for t = 1, CUCKOO_BUCKET do
-      if bucket(s, x)[t] ~= fp then same = false end
-    end
+  local bk1, bk2 = bucket(s, b), bucket(s, b2)
+  for t = 1, CUCKOO_BUCKET do
+    if bk1[t] ~= fp or bk2[t] ~= fp then same = false end
   end
   if same then return s.key .. ': both buckets of the item hold its fingerprint only' end
   -- A walk: fp must go into b, which is full. Each step first looks one
@@ -217,18 +221,16 @@ end
 -- remove takes one copy of fp out of bucket b or b2, and reports whether
 -- there was one.
 local function remove(s, b, b2, fp)
-  for _, x in ipairs({b, b2}) do
-    local bk = bucket(s, x)
-    for t = 1, CUCKOO_BUCKET do
-      if bk[t] == fp then
-        bk[t] = 0
-        s.dirty[x] = true
-        s.added = s.added - 1
-        return true
-      end
-    end
+  local t = slotOf(s, b, fp)
+  if not t then
+    b = b2
+    t = slotOf(s, b, fp)
+    if not t then return false end
   end
-  return false
+  s.buckets[b][t] = 0
+  s.dirty[b] = true
+  s.added = s.added - 1
+  return true
 end
 
 -- flush writes the changed buckets of s, and its item count, in BITFIELD
@@ -255,8 +257,8 @@ local other
 if copy then other = store(copy, redis.call('GETRANGE', copy, 0, HEADER - 1)) end
 local firsts = {}
 for i = 1, n do
-  firsts[#firsts + 1] = b1[i]
-  firsts[#firsts + 1] = alt(b1[i], fps[i])
+  b2s[i] = alt(b1[i], fps[i])
+  firsts[2 * i - 1], firsts[2 * i] = b1[i], b2s[i]
 end
 if exists then load(main, firsts) else
   for _, b in ipairs(firsts) do main.buckets[b] = {0, 0, 0, 0} end
@@ -264,8 +266,7 @@ end
 
 local out = {}
 for i = 1, n do
-  local b, fp = b1[i], fps[i]
-  local b2 = alt(b, fp)
+  local b, b2, fp = b1[i], b2s[i], fps[i]
   if op == 'd' then
     out[i] = remove(main, b, b2, fp) and '1' or '0'
   else
