@@ -170,3 +170,46 @@ func TestInfoCuckoo(t *testing.T) {
 		t.Errorf("info at load 0.775: stderr %q, want a warning", r.stderr)
 	}
 }
+
+// TestCuckooCommands: create --cuckoo makes a cuckoo filter, and add,
+// test, remove, count and info work on it; --classic with --cuckoo is
+// refused.
+func TestCuckooCommands(t *testing.T) {
+	t.Parallel()
+	u := miniURL(t)
+	rb(t, u, "", "create", "ck", "--cuckoo", "--capacity", "1000").ok(t, "created ck: cuckoo, m=313 k=10, for 1000 items at error rate 1%, 1.6 KiB in Redis\n")
+	rb(t, u, "", "create", "x", "--cuckoo", "--classic", "--capacity", "1000").fails(t, "--classic and --cuckoo")
+	must(t, u, "add", "ck", "a", "b", "b")
+	if out := must(t, u, "count", "ck", "a", "b", "c"); out != "1\ta\n2\tb\n0\tc\n" {
+		t.Errorf("count = %q", out)
+	}
+	must(t, u, "remove", "ck", "b")
+	if out := must(t, u, "count", "ck", "b"); out != "1\tb\n" {
+		t.Errorf("count after a remove = %q", out)
+	}
+	if out := must(t, u, "info", "ck"); !strings.Contains(out, "mode:           cuckoo\n") || !strings.Contains(out, "2 fingerprints in 313 buckets") {
+		t.Errorf("info = %q", out)
+	}
+}
+
+// TestCuckooRebuildCommand: a full cuckoo filter is resized by 'rbloom
+// rebuild --capacity', as 'rbloom info' advises.
+func TestCuckooRebuildCommand(t *testing.T) {
+	t.Parallel()
+	u := miniURL(t)
+	must(t, u, "create", "ck", "--cuckoo", "-m", "4", "-k", "8")
+	var items []string
+	for i := range 12 {
+		items = append(items, fmt.Sprint("item-", i))
+	}
+	must(t, u, append([]string{"add", "ck"}, items...)...)
+	rb(t, u, "", "add", "ck", "one-more").fails(t, "filter full")
+	if r := rb(t, u, strings.Join(items, "\n")+"\n", "rebuild", "ck", "--capacity", "100"); r.code != 0 || !strings.HasPrefix(r.stdout, "resized ck from 12 items") {
+		t.Errorf("rebuild --capacity: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	must(t, u, "add", "ck", "one-more")
+	if out := must(t, u, "info", "ck"); !strings.Contains(out, "13 fingerprints in 32 buckets") {
+		t.Errorf("info after the resize = %q", out)
+	}
+	rb(t, u, "", "rebuild", "ck", "--cuckoo").fails(t, "--cuckoo: a rebuild keeps the filter's mode and TTL")
+}
