@@ -127,13 +127,15 @@ local function load(s, bs)
   end
   if #want == 0 then return end
   local r = redis.call('BITFIELD_RO', s.key, unpack(get))
-  for j, b in ipairs(want) do
-    local v, bucket = r[j], {}
-    for t = CUCKOO_BUCKET, 1, -1 do
-      bucket[t] = v % FP
-      v = (v - bucket[t]) / FP
-    end
-    s.buckets[b] = bucket
+  for j = 1, #want do
+    -- The 4 fingerprints, the first in the high bits (CUCKOO_BUCKET is 4).
+    local v = r[j]
+    local d = v % FP
+    v = (v - d) / FP
+    local c = v % FP
+    v = (v - c) / FP
+    local b2 = v % FP
+    s.buckets[want[j]] = {(v - b2) / FP, b2, c, d}
   end
 end
 
