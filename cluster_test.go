@@ -304,13 +304,19 @@ func TestLargeFilter(t *testing.T) {
 // without recreating it.
 func TestClusterDamage(t *testing.T) {
 	_, rdb := clusterClient(t)
-	c := newCounting(t, rdb, "cluster-damage", Options{Capacity: 6000, Partitions: 6})
+	for _, mode := range deletableModes {
+		c := must(mode.make(rdb, "cluster-damage", Options{Capacity: 6000, Partitions: 6})).on(t)
+		clusterDamage(t, rdb, mode.name, c)
+	}
+}
+
+func clusterDamage(t *testing.T, rdb *redis.ClusterClient, mode string, c deletable) {
 	root := shareOf(keySlot("cluster-damage"), 6)
 	for _, p := range []int{root, (root + 1) % 6} {
-		where := fmt.Sprintf("partition %d lost (root %d)", p, root)
+		where := fmt.Sprintf("%s: partition %d lost (root %d)", mode, p, root)
 		c.Drop(ctx)
 		items := heldItems(t, c, 600)
-		rdb.Del(ctx, c.f.parts[p].key)
+		rdb.Del(ctx, c.core().parts[p].key)
 		damagedReads(t, where, c, items, true)
 		_, err := Open(ctx, rdb, "cluster-damage")
 		if p == root && !errors.Is(err, ErrDamaged) || p != root && err != nil {
@@ -322,7 +328,7 @@ func TestClusterDamage(t *testing.T) {
 		if _, err := c.AddMany(ctx, inPartition(c, items, p)); !errors.Is(err, ErrDamaged) {
 			t.Errorf("%s: AddMany = %v, want ErrDamaged", where, err)
 		}
-		if rdb.Exists(ctx, c.f.parts[p].key).Val() != 0 {
+		if rdb.Exists(ctx, c.core().parts[p].key).Val() != 0 {
 			t.Errorf("%s: the lost partition was recreated", where)
 		}
 		if in := must(c.Info(ctx)).on(t); !in.Damaged {

@@ -122,4 +122,26 @@ func TestFalsePositiveRate(t *testing.T) {
 			t.Errorf("%T: false-positive rate %.5f, want within 20%% of %v", f, rate, p)
 		}
 	}
+	// A cuckoo filter at capacity is at its planned load, where its rate
+	// is CuckooFalsePositiveRate's, at most the target.
+	for _, tc := range []struct {
+		p     float64
+		parts int
+	}{{0.03, 1}, {0.01, 1}, {0.01, 3}, {0.001, 1}} {
+		c := must(NewCuckoo(rdb, fmt.Sprint("fpr-cuckoo-", tc.p, "-", tc.parts), Options{Capacity: n, ErrorRate: tc.p, Partitions: tc.parts})).on(t)
+		must(c.AddMany(ctx, added)).on(t)
+		in := must(c.Info(ctx)).on(t)
+		want := CuckooFalsePositiveRate(in.Load, c.f.h.k)
+		positives := 0
+		for _, ok := range must(c.TestMany(ctx, never)).on(t) {
+			if ok {
+				positives++
+			}
+		}
+		rate := float64(positives) / float64(len(never))
+		t.Logf("cuckoo p=%v P=%d, f=%d, load %.3f: rate %.5f, expected %.5f", tc.p, tc.parts, c.f.h.k, in.Load, rate, want)
+		if rate < 0.8*want || rate > 1.2*want || rate > tc.p {
+			t.Errorf("cuckoo p=%v P=%d: false-positive rate %.5f, want within 20%% of %.5f and at most %v", tc.p, tc.parts, rate, want, tc.p)
+		}
+	}
 }

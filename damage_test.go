@@ -151,8 +151,19 @@ var damages = []struct {
 // Info must say it is damaged.
 func TestDamageMatrix(t *testing.T) {
 	rdb := realRedis(t)
+	for _, mode := range deletableModes {
+		t.Run(mode.name, func(t *testing.T) {
+			c, err := mode.make(rdb, "matrix", Options{Capacity: 3000, Partitions: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			damageMatrix(t, rdb, c)
+		})
+	}
+}
+
+func damageMatrix(t *testing.T, rdb *redis.Client, c deletable) {
 	const parts = 3
-	c := newCounting(t, rdb, "matrix", Options{Capacity: 3000, Partitions: parts})
 	root := shareOf(keySlot("matrix"), parts)
 	for _, dmg := range damages {
 		for p := range parts {
@@ -162,7 +173,7 @@ func TestDamageMatrix(t *testing.T) {
 			}
 			c.Drop(ctx)
 			items := heldItems(t, c, 300)
-			dmg.do(t, rdb, c.f, p)
+			dmg.do(t, rdb, c.core(), p)
 			damagedReads(t, where, c, items, dmg.vanish)
 
 			// Open needs the root: without it, only ErrDamaged will do.
@@ -177,7 +188,7 @@ func TestDamageMatrix(t *testing.T) {
 			case errors.Is(err, ErrNotFound):
 				t.Errorf("%s: Open = %v", where, err)
 			case err == nil:
-				damagedReads(t, where+", opened", o.(*Counting), items, dmg.vanish)
+				damagedReads(t, where+", opened", o.(deletable), items, dmg.vanish)
 			}
 
 			lost := inPartition(c, items, p)
@@ -213,7 +224,7 @@ func TestDamageMatrix(t *testing.T) {
 // damagedReads checks that the reads of a damaged filter never answer
 // "absent" for an item it held: they answer "may be present", or, when
 // the key holds something else (not vanish), may fail instead.
-func damagedReads(t *testing.T, where string, c *Counting, items []string, vanish bool) {
+func damagedReads(t *testing.T, where string, c deletable, items []string, vanish bool) {
 	t.Helper()
 	check := func(call string, present bool, err error) bool {
 		t.Helper()

@@ -72,8 +72,10 @@ var (
 	ErrNoFunctions = newKind("Redis functions not installed")
 
 	// ErrFull is returned by an add that would take the filter past
-	// Options.MaxItems. That call added nothing (a batch may have added
-	// the items of its other calls).
+	// Options.MaxItems, or, in a cuckoo filter, past its planned load
+	// (CuckooMaxLoad), or that could not place an item in its buckets.
+	// That call added nothing and moved no stored fingerprint (a batch may
+	// have added the items of its other calls).
 	ErrFull = newKind("filter full")
 )
 

@@ -47,6 +47,35 @@ func ExampleNewCounting() {
 	// user:43 may be present: false
 }
 
+func ExampleNewCuckoo() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	ctx := context.Background()
+
+	// A quarter of a counting filter's memory, with Remove, and a hard
+	// capacity: past it, adds fail with ErrFull and change nothing.
+	sessions, err := rbloom.NewCuckoo(rdb, "sessions", rbloom.Options{Capacity: 1_000_000, ErrorRate: 0.01})
+	if err != nil {
+		panic(err)
+	}
+	seen, _ := sessions.TestOrAdd(ctx, "s:1") // adds it: no copy if it was there
+	fmt.Println("s:1 was there before:", seen)
+	seen, _ = sessions.TestOrAdd(ctx, "s:1")
+	fmt.Println("s:1 was there the second time:", seen)
+	removed, _ := sessions.Remove(ctx, "s:1")
+	fmt.Println("s:1 removed:", removed)
+	ok, _ := sessions.Test(ctx, "s:1")
+	fmt.Println("s:1 may be present:", ok)
+	in, _ := sessions.Info(ctx)
+	fmt.Printf("fingerprints of %d bits, %d buckets, load %.1f\n", in.Hashes, in.Slots, in.Load)
+	// Output:
+	// s:1 was there before: false
+	// s:1 was there the second time: true
+	// s:1 removed: true
+	// s:1 may be present: false
+	// fingerprints of 10 bits, 312500 buckets, load 0.0
+}
+
 func ExampleCounting_Remove() {
 	rdb, stop := exampleRedis()
 	defer stop()

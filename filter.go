@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,7 @@ type filter struct {
 	now        func() time.Time // the clock that picks record buckets (records.go)
 	records    *records         // names this handle's random records
 	retryKeep  time.Duration    // how long a call's random record is kept (retryKeep)
+	bucketType any              // a cuckoo filter's "u<4f>", boxed once
 }
 
 // part is one partition: its key and the header the scripts expect there.
@@ -124,6 +126,7 @@ func (f *filter) withHeader(h header) *filter {
 		g.parts = append(g.parts, part{key: key, head: h.withIndex(i).encode()})
 	}
 	g.records = newRecords(len(g.parts))
+	g.bucketType = "u" + strconv.FormatUint(h.width(), 10)
 	if f.maxItems > 0 {
 		// Items spread evenly over the partitions; each gets its share.
 		per := (f.maxItems + uint64(len(g.parts)) - 1) / uint64(len(g.parts))
@@ -167,10 +170,14 @@ type placement struct {
 	offsets []uint64
 }
 
-// place hashes items.
+// place hashes items. In a cuckoo filter each item takes cuckooStride
+// numbers instead of k offsets (see cuckooPlace).
 func (f *filter) place(items []string) placement {
+	if f.h.mode == ModeCuckoo {
+		return f.cuckooPlace(items)
+	}
 	pl := placement{groups: make([][]int, len(f.parts)), offsets: make([]uint64, 0, len(items)*f.h.k)}
-	width := f.h.mode.width()
+	width := f.h.width()
 	for i, item := range items {
 		var p int
 		p, pl.offsets = f.locate(pl.offsets, item)
@@ -180,6 +187,39 @@ func (f *filter) place(items []string) placement {
 		}
 	}
 	return pl
+}
+
+// perCall is the most items one script or BITFIELD call carries.
+func (f *filter) perCall() int {
+	if f.h.mode == ModeCuckoo {
+		return cuckooItemsPerCall
+	}
+	return maxCallSlots / f.h.k
+}
+
+// perRoundTrip is the most items one pipeline carries.
+func (f *filter) perRoundTrip() int {
+	return f.perCall() * (maxRoundTripSlots / maxCallSlots)
+}
+
+// readsPerItem is the number of values a read of one item gets back: its
+// k slots, or a cuckoo filter's two buckets.
+func (f *filter) readsPerItem() int {
+	if f.h.mode == ModeCuckoo {
+		return 2
+	}
+	return f.h.k
+}
+
+// value is what a read says of the item at position pos of pl, from the
+// values BITFIELD_RO read for it: the smallest of its slots, or the
+// number of copies of its fingerprint in a cuckoo filter's buckets; 0
+// means definitely absent.
+func (f *filter) value(vals []int64, pl placement, pos int) int64 {
+	if f.h.mode == ModeCuckoo {
+		return f.cuckooCopies(vals, pl, pos)
+	}
+	return slices.Min(vals)
 }
 
 // spans yields consecutive ranges [lo, hi) of at most size that cover
@@ -204,8 +244,16 @@ var (
 // of their k slots.
 func (f *filter) getArgs(args []any, pl placement, at []int) []any {
 	typ := argU4
-	if f.h.mode == ModeClassic {
+	switch f.h.mode {
+	case ModeClassic:
 		typ = argU1
+	case ModeCuckoo:
+		typ = f.bucketType
+		for _, i := range at {
+			o := pl.offsets[i*cuckooStride : i*cuckooStride+2]
+			args = append(args, argGet, typ, &o[0], argGet, typ, &o[1])
+		}
+		return args
 	}
 	for _, i := range at {
 		for j := i * f.h.k; j < (i+1)*f.h.k; j++ {
@@ -218,6 +266,12 @@ func (f *filter) getArgs(args []any, pl placement, at []int) []any {
 // offsetArgs appends, for the items at positions at, the bit offsets of
 // their k slots: the arguments add.lua and remove.lua take, one per slot.
 func (f *filter) offsetArgs(args []any, pl placement, at []int) []any {
+	if f.h.mode == ModeCuckoo {
+		for _, i := range at { // its first bucket and fingerprint
+			args = append(args, &pl.offsets[i*cuckooStride+2], &pl.offsets[i*cuckooStride+3])
+		}
+		return args
+	}
 	for _, i := range at {
 		for j := i * f.h.k; j < (i+1)*f.h.k; j++ {
 			args = append(args, &pl.offsets[j])

@@ -28,7 +28,7 @@ import (
 // gives it no global but redis (string.rep there fails with "Script
 // attempted to access nonexistent global variable 'string'"). Each call
 // thus runs the same code as EVALSHA does. No function declares no-writes:
-// all three may write.
+// all of them may write.
 //
 // The library and its functions are named after a hash of the library's
 // source, so that two versions of rbloom sharing a Redis each call their
@@ -54,6 +54,7 @@ var libraryOps = []struct {
 	{addScript, "add", addLua},
 	{removeScript, "remove", removeLua},
 	{rebuildScript, "rebuild", rebuildLua},
+	{cuckooScript, "cuckoo", cuckooLua},
 	{windowScript, "window", windowLua},
 }
 
@@ -110,8 +111,8 @@ func functionError(script *redis.Script, err error) error {
 
 // FunctionLibrary returns the name of this version's Redis function
 // library: "rbloom_" and 8 hex digits of a hash of its source. Its
-// functions are that name followed by "_add", "_remove", "_rebuild" and
-// "_window".
+// functions are that name followed by "_add", "_remove", "_rebuild",
+// "_cuckoo" and "_window".
 // Another version of rbloom has another name. It does not contact Redis.
 func FunctionLibrary() string {
 	return library.name

@@ -19,6 +19,7 @@ func FuzzParseHeader(f *testing.F) {
 	f.Add([]byte(good))
 	f.Add([]byte(good + "extra slots after the header"))
 	f.Add([]byte(header{mode: ModeClassic, k: 64, m: ModeClassic.maxSlots(), partitions: 1024, index: 1023}.encode()))
+	f.Add([]byte(header{mode: ModeCuckoo, k: MaxFingerprintBits, m: maxSlotsOf(ModeCuckoo, MaxFingerprintBits), partitions: 1}.encode()))
 	f.Add([]byte(good[:63]))
 	f.Add([]byte(""))
 	f.Add([]byte("rbloom"))
@@ -34,12 +35,14 @@ func FuzzParseHeader(f *testing.F) {
 		switch {
 		case len(in) < headerSize:
 			t.Fatalf("parseHeader accepted %d bytes, shorter than a header", len(in))
-		case h.mode != ModeCounting && h.mode != ModeClassic:
+		case h.mode != ModeCounting && h.mode != ModeClassic && h.mode != ModeCuckoo:
 			t.Fatalf("parseHeader accepted mode %q", byte(h.mode))
 		case h.k < 1 || h.k > MaxHashes:
 			t.Fatalf("parseHeader accepted k = %d", h.k)
-		case h.m < 1 || h.m > h.mode.maxSlots():
-			t.Fatalf("parseHeader accepted m = %d, outside 1..%d", h.m, h.mode.maxSlots())
+		case h.mode == ModeCuckoo && (h.k < MinFingerprintBits || h.k > MaxFingerprintBits):
+			t.Fatalf("parseHeader accepted a cuckoo filter of %d-bit fingerprints", h.k)
+		case h.m < 1 || h.m > maxSlotsOf(h.mode, h.k):
+			t.Fatalf("parseHeader accepted m = %d, outside 1..%d", h.m, maxSlotsOf(h.mode, h.k))
 		case h.partitions < 1 || h.partitions > MaxPartitions || h.index >= h.partitions:
 			t.Fatalf("parseHeader accepted partition %d of %d", h.index, h.partitions)
 		case h.size() > 512<<20:

@@ -17,11 +17,14 @@ import (
 //	offset  size  field
 //	 0       6    magic "rbloom"
 //	 6       1    format version (1)
-//	 7       1    mode: 'c' counting (4-bit counters), 'b' classic (1 bit)
-//	 8       1    k, the number of hash functions
+//	 7       1    mode: 'c' counting (4-bit counters), 'b' classic (1 bit),
+//	              'k' cuckoo (buckets of 4 fingerprints, cuckoo.go)
+//	 8       1    k, the number of hash functions; in a cuckoo filter, f,
+//	              the fingerprint width in bits
 //	 9       3    the id lifetime in seconds (uint24, big-endian); 0 means
 //	              the default, one hour (see Options.IDLifetime)
-//	12       4    m, the number of slots (uint32, big-endian)
+//	12       4    m, the number of slots (uint32, big-endian); in a cuckoo
+//	              filter, of buckets
 //	16       4    P, the number of partitions (uint32, big-endian)
 //	20       4    this partition's index, 0 to P-1 (uint32, big-endian)
 //	24       8    items added minus items removed (int64, big-endian)
@@ -42,8 +45,9 @@ import (
 // records from those of a filter of the same name that was dropped: a
 // record carries the incarnation it was written in, and one of another
 // incarnation is never replayed. Bytes 24-63 are not compared. Slot i starts at bit
-// 512 + i*w of the string, where w is 4 (counting) or 1 (classic); the
-// string is always exactly 64 + ceil(m*w/8) bytes long.
+// 512 + i*w of the string, where w is 4 (counting), 1 (classic) or 4f (a
+// cuckoo filter's bucket); the string is always exactly 64 + ceil(m*w/8)
+// bytes long.
 //
 // These constants are the one home of the layout: scripts.go writes them
 // into the scripts too (luaConstants), so Go and Lua cannot disagree.
@@ -80,32 +84,48 @@ const (
 	ModeCounting Mode = 'c'
 	// ModeClassic is a classic filter: one bit per slot, no Remove.
 	ModeClassic Mode = 'b'
+	// ModeCuckoo is a cuckoo filter: buckets of 4 fingerprints, with
+	// Remove, a quarter of a counting filter's memory and a hard capacity.
+	ModeCuckoo Mode = 'k'
 )
 
-// String returns "counting" or "classic".
+// String returns "counting", "classic" or "cuckoo".
 func (m Mode) String() string {
 	switch m {
 	case ModeCounting:
 		return "counting"
 	case ModeClassic:
 		return "classic"
+	case ModeCuckoo:
+		return "cuckoo"
 	}
 	return fmt.Sprintf("Mode(%q)", byte(m))
 }
 
-// width is the size of one slot in bits.
-func (m Mode) width() uint64 {
-	if m == ModeCounting {
+// width is the size of one slot in bits, for a filter of mode m and k
+// hashes (a cuckoo filter: its bucket of 4 fingerprints of k bits).
+func width(m Mode, k int) uint64 {
+	switch m {
+	case ModeCounting:
 		return 4
+	case ModeCuckoo:
+		return cuckooBucketSize * uint64(k)
 	}
 	return 1
 }
 
-// maxSlots is the most slots one Redis string can hold: Redis strings are at
-// most 512 MiB, and the header takes 64 bytes of that.
-func (m Mode) maxSlots() uint64 {
-	return (maxStringBytes - headerSize) * 8 / m.width()
+// maxSlotsOf is the most slots one Redis string can hold: Redis strings
+// are at most 512 MiB, and the header takes 64 bytes of that.
+func maxSlotsOf(m Mode, k int) uint64 {
+	return (maxStringBytes - headerSize) * 8 / width(m, k)
 }
+
+// maxSlots is maxSlotsOf for a counting or classic filter, whose slots
+// have one width.
+func (m Mode) maxSlots() uint64 { return maxSlotsOf(m, 1) }
+
+// width is the size of one of h's slots in bits.
+func (h header) width() uint64 { return width(h.mode, h.k) }
 
 // header is the decoded form of a filter's header.
 type header struct {
@@ -123,7 +143,7 @@ type header struct {
 
 // size is the length in bytes of the Redis string holding the filter.
 func (h header) size() int64 {
-	return headerSize + int64((h.m*h.mode.width()+7)/8)
+	return headerSize + int64((h.m*h.width()+7)/8)
 }
 
 // encode returns the 64 header bytes, with items set to zero.
@@ -166,12 +186,14 @@ func parseHeader(b string) (header, error) {
 		inc:        b[incByte : incByte+incSize],
 	}
 	switch {
-	case h.mode != ModeCounting && h.mode != ModeClassic:
+	case h.mode != ModeCounting && h.mode != ModeClassic && h.mode != ModeCuckoo:
 		return header{}, failf(ErrNotFilter, "unknown mode %d", b[7])
-	case h.k < 1 || h.k > MaxHashes:
+	case h.mode != ModeCuckoo && (h.k < 1 || h.k > MaxHashes):
 		return header{}, failf(ErrNotFilter, "k = %d outside 1..%d", h.k, MaxHashes)
-	case h.m < 1 || h.m > h.mode.maxSlots():
-		return header{}, failf(ErrNotFilter, "m = %d outside 1..%d", h.m, h.mode.maxSlots())
+	case h.mode == ModeCuckoo && (h.k < MinFingerprintBits || h.k > MaxFingerprintBits):
+		return header{}, failf(ErrNotFilter, "fingerprint of %d bits, outside %d..%d", h.k, MinFingerprintBits, MaxFingerprintBits)
+	case h.m < 1 || h.m > maxSlotsOf(h.mode, h.k):
+		return header{}, failf(ErrNotFilter, "m = %d outside 1..%d", h.m, maxSlotsOf(h.mode, h.k))
 	case b[reservedByte:headerSize] != reservedTail:
 		// The identity must be exactly what encode writes, or Open would
 		// build a filter whose writes are refused as a mismatch.

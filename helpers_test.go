@@ -245,8 +245,38 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// deletable is what Counting and Cuckoo share beyond Filter: the tests
+// of removes run on both.
+type deletable interface {
+	Filter
+	Remove(ctx context.Context, item string) (bool, error)
+	RemoveMany(ctx context.Context, items []string) ([]bool, error)
+	RemoveOnce(ctx context.Context, item, opID string) (bool, error)
+	RemoveManyOnce(ctx context.Context, items []string, opID string) ([]bool, error)
+	Count(ctx context.Context, item string) (int, error)
+	CountMany(ctx context.Context, items []string) ([]int, error)
+	core() *filter
+}
+
+func (b *base) core() *filter { return b.f }
+
+var (
+	_ deletable = (*Counting)(nil)
+	_ deletable = (*Cuckoo)(nil)
+)
+
+// deletableModes are the modes of filter that support Remove, each with
+// its constructor: the matrices run on each.
+var deletableModes = []struct {
+	name string
+	make func(rdb Client, name string, o Options) (deletable, error)
+}{
+	{"counting", func(rdb Client, name string, o Options) (deletable, error) { return NewCounting(rdb, name, o) }},
+	{"cuckoo", func(rdb Client, name string, o Options) (deletable, error) { return NewCuckoo(rdb, name, o) }},
+}
+
 // heldItems adds n items to c and returns them.
-func heldItems(t *testing.T, c *Counting, n int) []string {
+func heldItems(t *testing.T, c deletable, n int) []string {
 	t.Helper()
 	items := make([]string, n)
 	for i := range items {
@@ -259,10 +289,10 @@ func heldItems(t *testing.T, c *Counting, n int) []string {
 }
 
 // inPartition returns the items that live in partition p.
-func inPartition(c *Counting, items []string, p int) []string {
+func inPartition(c deletable, items []string, p int) []string {
 	var in []string
 	for _, item := range items {
-		if q, _ := c.f.locate(nil, item); q == p {
+		if q, _ := c.core().locate(nil, item); q == p {
 			in = append(in, item)
 		}
 	}

@@ -35,8 +35,13 @@ type Info struct {
 	Fill float64
 	// NonZero is the number of slots that are not zero, and Saturated the
 	// number of counters at 15 (never for a classic filter), counted by a
-	// scan of every sound partition (see Info's cost on Counting.Info).
+	// scan of every sound partition (see Info's cost on Counting.Info). In
+	// a cuckoo filter NonZero counts the fingerprints stored.
 	NonZero, Saturated uint64
+	// Load is, in a cuckoo filter, the share of its slots (4 per bucket)
+	// that hold a fingerprint, from Items: adds fail with ErrFull once
+	// a partition's reaches CuckooMaxLoad. 0 for other modes.
+	Load float64
 	// Bytes is the memory the filter's keys take in Redis (MEMORY USAGE),
 	// or their length when the server does not report memory.
 	Bytes int64
@@ -64,10 +69,12 @@ type Info struct {
 }
 
 // Overfull reports whether the filter holds more than it was sized for, or
-// its measured false-positive rate is more than twice its target: rebuild
-// it into a bigger one.
+// its measured false-positive rate is more than twice its target, or a
+// cuckoo filter's load is past 95% of CuckooMaxLoad (soon its adds fail
+// with ErrFull): rebuild it into a bigger one.
 func (in *Info) Overfull() bool {
-	return in.Fill > 1 || (in.ErrorRate > 0 && in.MeasuredFalsePositiveRate > 2*in.ErrorRate)
+	return in.Fill > 1 || (in.ErrorRate > 0 && in.MeasuredFalsePositiveRate > 2*in.ErrorRate) ||
+		in.Load > 0.95*CuckooMaxLoad
 }
 
 // Evicts reports whether the server may evict keys of the filter when it
@@ -244,6 +251,10 @@ func (f *filter) readInfo(ctx context.Context) (*Info, error) {
 	// The partitions share the items: each holds about Items/P in m slots.
 	perPart := uint64(max(0, in.Items)) / uint64(len(f.parts))
 	in.FalsePositiveRate = FalsePositiveRate(perPart, f.h.m, f.h.k)
+	if f.h.mode == ModeCuckoo {
+		in.Load = float64(perPart) / float64(f.h.m*cuckooBucketSize)
+		in.FalsePositiveRate = CuckooFalsePositiveRate(in.Load, f.h.k)
+	}
 	if in.Capacity > 0 {
 		in.Fill = float64(in.Items) / float64(in.Capacity)
 	}
@@ -285,7 +296,11 @@ func (f *filter) scan(ctx context.Context, in *Info) error {
 		}
 		in.NonZero += pi.NonZero
 		in.Saturated += pi.Saturated
-		sumRate += math.Pow(float64(pi.NonZero)/float64(f.h.m), float64(f.h.k))
+		if f.h.mode == ModeCuckoo {
+			sumRate += CuckooFalsePositiveRate(float64(pi.NonZero)/float64(f.h.m*cuckooBucketSize), f.h.k)
+		} else {
+			sumRate += math.Pow(float64(pi.NonZero)/float64(f.h.m), float64(f.h.k))
+		}
 	}
 	// A missing partition's slots are unknown: count it as full, as
 	// reads do.
@@ -303,8 +318,13 @@ func (f *filter) scan(ctx context.Context, in *Info) error {
 // each for bits (popcount takes Redis about 0.1 ms a MiB).
 func (f *filter) scanPartition(ctx context.Context, pi *PartitionInfo) error {
 	step := int64(scanBytes)
-	if f.h.mode == ModeClassic {
+	switch f.h.mode {
+	case ModeClassic:
 		step = 16 * scanBytes
+	case ModeCuckoo:
+		// Whole groups of 8 buckets (4f bytes), about scanBytes.
+		group := int64(f.h.width()) // 8 buckets are 8*4f bits, 4f bytes
+		step = scanBytes / group * group
 	}
 	end := f.h.size()
 	for lo := int64(headerSize); lo < end; lo += 16 * step {
@@ -326,6 +346,10 @@ func (f *filter) scanPartition(ctx context.Context, pi *PartitionInfo) error {
 			pi.NonZero += uint64(c.Val())
 		}
 		for _, r := range reads {
+			if f.h.mode == ModeCuckoo {
+				pi.NonZero += countFingerprints(r.Val(), f.h.k)
+				continue
+			}
 			nonZero, saturated := countNibbles(r.Val())
 			pi.NonZero += nonZero
 			pi.Saturated += saturated
@@ -356,4 +380,24 @@ func countNibbles(s string) (nonZero, saturated uint64) {
 		saturated += uint64(fifteens[s[i]])
 	}
 	return nonZero, saturated
+}
+
+// countFingerprints counts the non-zero fields of f bits in s, read from
+// its first bit on (a whole number of fields: the scan reads groups of 8
+// buckets; the last group may be cut short by the end of the string).
+func countFingerprints(s string, f int) uint64 {
+	var n uint64
+	var acc uint64 // bits read and not yet counted, the oldest highest
+	bits := 0
+	for i := 0; i < len(s); i++ {
+		acc, bits = acc<<8|uint64(s[i]), bits+8
+		for bits >= f {
+			bits -= f
+			if acc>>bits&(1<<f-1) != 0 {
+				n++
+			}
+		}
+		acc &= 1<<bits - 1
+	}
+	return n
 }

@@ -30,7 +30,8 @@ type matrixEnv struct {
 	t      *testing.T
 	name   string
 	o      Options
-	client func() redis.UniversalClient // a connection of its own
+	make   func(Client, string, Options) (deletable, error) // the mode's constructor
+	client func() redis.UniversalClient                     // a connection of its own
 
 	lock   sync.RWMutex   // changes share it, the fill's read takes it alone
 	table  map[string]int // the source: rows per item
@@ -41,8 +42,8 @@ type matrixEnv struct {
 	errs   []error
 }
 
-func (e *matrixEnv) handle() *Counting {
-	c, err := NewCounting(e.client(), e.name, e.o)
+func (e *matrixEnv) handle() deletable {
+	c, err := e.make(e.client(), e.name, e.o)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func (e *matrixEnv) fail(err error) {
 }
 
 // insert adds item, then puts its row in the table; it is held from then.
-func (e *matrixEnv) insert(c *Counting, item string, add func() (bool, error)) {
+func (e *matrixEnv) insert(c deletable, item string, add func() (bool, error)) {
 	e.lock.RLock()
 	defer e.lock.RUnlock()
 	start := time.Now()
@@ -241,17 +242,21 @@ func (e *matrixEnv) remove(item string, remove func() error) {
 // TestConcurrentOperations runs the matrix on a single server and on the
 // 3-master cluster.
 func TestConcurrentOperations(t *testing.T) {
-	t.Run("redis", func(t *testing.T) {
-		rdb := realRedis(t)
-		runMatrix(t, func() redis.UniversalClient { return redis.NewClient(rdb.Options()) }, 2)
-	})
-	t.Run("cluster", func(t *testing.T) {
-		_, rdb := clusterClient(t)
-		runMatrix(t, func() redis.UniversalClient { return redis.NewClusterClient(rdb.Options()) }, 3)
-	})
+	for _, mode := range deletableModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Run("redis", func(t *testing.T) {
+				rdb := realRedis(t)
+				runMatrix(t, mode.make, func() redis.UniversalClient { return redis.NewClient(rdb.Options()) }, 2)
+			})
+			t.Run("cluster", func(t *testing.T) {
+				_, rdb := clusterClient(t)
+				runMatrix(t, mode.make, func() redis.UniversalClient { return redis.NewClusterClient(rdb.Options()) }, 3)
+			})
+		})
+	}
 }
 
-func runMatrix(t *testing.T, client func() redis.UniversalClient, parts int) {
+func runMatrix(t *testing.T, mk func(Client, string, Options) (deletable, error), client func() redis.UniversalClient, parts int) {
 	ops := slices.Sorted(maps.Keys(matrixOps))
 	var mu sync.Mutex // the operations of a pair open clients at once
 	var clients []redis.UniversalClient
@@ -276,7 +281,7 @@ func runMatrix(t *testing.T, client func() redis.UniversalClient, parts int) {
 				// caller's rule, not rbloom's, forbids it.
 				continue
 			}
-			e := &matrixEnv{t: t, name: fmt.Sprintf("m-%s-%s", a, b), client: newClient,
+			e := &matrixEnv{t: t, name: fmt.Sprintf("m-%s-%s", a, b), make: mk, client: newClient,
 				o:     Options{Capacity: 2000, ErrorRate: 0.01, Partitions: parts},
 				table: map[string]int{}, held: map[string]int{}, since: map[string]time.Time{}}
 			setup := e.handle()

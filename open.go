@@ -38,9 +38,9 @@ func OpenClassic(ctx context.Context, rdb Client, name string, o Options) (*Clas
 
 // Open returns the filter called name as stored in Redis, taking its mode
 // and parameters from its partition at key "rbloom:{name}", so that a
-// process needs only the name. The result is a *Counting or a *Classic
-// with default settings (OpenCounting and OpenClassic return the type and
-// take settings). It fails with ErrNotFound when no filter has that name,
+// process needs only the name. The result is a *Counting, a *Classic or a
+// *Cuckoo with default settings (OpenCounting, OpenClassic and OpenCuckoo
+// return the type and take settings). It fails with ErrNotFound when no filter has that name,
 // with ErrDamaged when that key is missing but other partitions of the
 // filter exist, or when a partition holds another filter's header, and
 // with ErrNotFilter when the key holds something else. Open makes one
@@ -50,8 +50,11 @@ func Open(ctx context.Context, rdb Client, name string) (Filter, error) {
 	if err != nil {
 		return nil, callError("open", err)
 	}
-	if f.h.mode == ModeClassic {
+	switch f.h.mode {
+	case ModeClassic:
 		return &Classic{base{f}}, nil
+	case ModeCuckoo:
+		return &Cuckoo{base{f}}, nil
 	}
 	return &Counting{base{f}}, nil
 }

@@ -37,11 +37,14 @@ type Options struct {
 	ErrorRate float64
 
 	// Slots is m, the number of slots (counters in a counting filter,
-	// bits in a classic one). Default OptimalSlots(Capacity, ErrorRate).
+	// bits in a classic one, buckets of 4 fingerprints in a cuckoo one).
+	// Default OptimalSlots(Capacity, ErrorRate), or CuckooParams.
 	Slots uint64
 
-	// Hashes is k, the number of slots each item sets, 1 to MaxHashes.
-	// Default OptimalHashes(Capacity, Slots).
+	// Hashes is k, the number of slots each item sets, 1 to MaxHashes; in
+	// a cuckoo filter, the fingerprint width in bits, MinFingerprintBits
+	// to MaxFingerprintBits. Default OptimalHashes(Capacity, Slots), or
+	// CuckooParams.
 	Hashes int
 
 	// Partitions is P, the number of Redis keys the slots are split over, 1
@@ -177,29 +180,35 @@ func (o Options) resolve(mode Mode) (header, error) {
 	}
 	h := header{mode: mode, k: o.Hashes, m: o.Slots, partitions: 1, capacity: o.Capacity, errorRate: p, once: once}
 	field := "Slots"
-	if h.m == 0 {
-		if p == 0 {
-			h.errorRate = DefaultErrorRate
+	if mode == ModeCuckoo {
+		if field, err = h.sizeCuckoo(); err != nil {
+			return header{}, err
 		}
-		h.m, field = OptimalSlots(h.capacity, h.errorRate), "Capacity"
-	}
-	if h.k == 0 {
-		h.k = OptimalHashes(h.capacity, h.m)
-		if h.k > MaxHashes {
-			return bad("Capacity = %d in %d Slots needs %d Hashes, more than %d", h.capacity, h.m, h.k, MaxHashes)
+	} else {
+		if h.m == 0 {
+			if p == 0 {
+				h.errorRate = DefaultErrorRate
+			}
+			h.m, field = OptimalSlots(h.capacity, h.errorRate), "Capacity"
+		}
+		if h.k == 0 {
+			h.k = OptimalHashes(h.capacity, h.m)
+			if h.k > MaxHashes {
+				return bad("Capacity = %d in %d Slots needs %d Hashes, more than %d", h.capacity, h.m, h.k, MaxHashes)
+			}
+		}
+		if h.errorRate == 0 {
+			// m or k was given: record the rate they give at Capacity.
+			h.errorRate = FalsePositiveRate(h.capacity, h.m, h.k)
 		}
 	}
-	if h.errorRate == 0 {
-		// m or k was given: record the rate they give at Capacity.
-		h.errorRate = FalsePositiveRate(h.capacity, h.m, h.k)
-	}
-	if h.m > mode.maxSlots()*MaxPartitions {
+	if h.m > maxSlotsOf(mode, h.k)*MaxPartitions {
 		return bad("%s: the filter needs %d slots, more than %d partitions of one Redis string each hold in %s mode",
 			field, h.m, MaxPartitions, mode)
 	}
 	parts := uint64(o.Partitions)
 	if parts == 0 {
-		bytes := (h.m*mode.width() + 7) / 8
+		bytes := (h.m*h.width() + 7) / 8
 		parts = max(1, (bytes+defaultPartitionBytes-1)/defaultPartitionBytes)
 		field = "Capacity"
 		if o.Capacity == 0 {
@@ -210,9 +219,12 @@ func (o Options) resolve(mode Mode) (header, error) {
 	}
 	// m is now the slots of one partition.
 	h.m = (h.m + parts - 1) / parts
-	if parts > MaxPartitions || h.m > mode.maxSlots() {
+	if mode == ModeCuckoo && o.Slots == 0 && parts > 1 {
+		h.m = cuckooPartitionBuckets(h.capacity, parts)
+	}
+	if parts > MaxPartitions || h.m > maxSlotsOf(mode, h.k) {
 		return bad("%s: %d slots in %d partitions of at most %d (one Redis string in %s mode) do not fit",
-			field, h.m*parts, min(parts, MaxPartitions), mode.maxSlots(), mode)
+			field, h.m*parts, min(parts, MaxPartitions), maxSlotsOf(mode, h.k), mode)
 	}
 	h.partitions = uint32(parts)
 	return h, nil

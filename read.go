@@ -45,7 +45,7 @@ func (r *partRead) changed() bool {
 // exists reads 15: its count is unknown.
 func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int64, error) {
 	mins := make([]int64, len(items))
-	for lo, hi := range spans(len(items), maxRoundTripSlots/f.h.k) {
+	for lo, hi := range spans(len(items), f.perRoundTrip()) {
 		if err := f.readChunk(ctx, items[lo:hi], mins[lo:hi]); err != nil {
 			return nil, callError(op, err)
 		}
@@ -106,13 +106,14 @@ func (f *filter) readChunk(ctx context.Context, chunk []string, mins []int64) er
 			}
 			continue
 		}
+		n := f.readsPerItem()
 		for c, cmd := range r.slots {
 			vals := cmd.Val()
-			if len(vals) != len(r.answers[c])*f.h.k {
-				return fmt.Errorf("BITFIELD_RO answered %d values, want %d", len(vals), len(r.answers[c])*f.h.k)
+			if len(vals) != len(r.answers[c])*n {
+				return fmt.Errorf("BITFIELD_RO answered %d values, want %d", len(vals), len(r.answers[c])*n)
 			}
 			for j, pos := range r.answers[c] {
-				mins[pos] = slices.Min(vals[j*f.h.k : (j+1)*f.h.k])
+				mins[pos] = f.value(vals[j*n:(j+1)*n], pl, pos)
 			}
 		}
 	}
@@ -141,7 +142,7 @@ func (f *filter) sendReads(ctx context.Context, pl placement) ([]*partRead, erro
 // queueReads sends the reads of sendReads, in transactions or, without
 // inTx, in one pipeline with each partition's header read twice.
 func (f *filter) queueReads(ctx context.Context, pl placement, inTx bool) ([]*partRead, error) {
-	perCall := maxCallSlots / f.h.k
+	perCall := maxCallSlots / f.readsPerItem() // a cuckoo filter's reads take more items than its writes
 	var touched []int
 	for p, group := range pl.groups {
 		if len(group) > 0 {
@@ -154,7 +155,7 @@ func (f *filter) queueReads(ctx context.Context, pl placement, inTx bool) ([]*pa
 		key, group := f.parts[p].key, pl.groups[p]
 		r := &partRead{p: p, head: pipe.GetRange(ctx, key, 0, headerSize-1), size: pipe.StrLen(ctx, key)}
 		for a, b := range spans(len(group), perCall) {
-			args := make([]any, 0, 2+(b-a)*f.h.k*3)
+			args := make([]any, 0, 2+(b-a)*f.readsPerItem()*3)
 			args = f.getArgs(append(args, "BITFIELD_RO", key), pl, group[a:b])
 			cmd := redis.NewIntSliceCmd(ctx, args...)
 			_ = pipe.Process(ctx, cmd)

@@ -28,6 +28,10 @@ var (
 	rebuildLua    string
 	rebuildScript = redis.NewScript(luaConstants + filterLua + rebuildLua)
 
+	//go:embed lua/cuckoo.lua
+	cuckooLua    string
+	cuckooScript = redis.NewScript(luaConstants + filterLua + cuckooLua)
+
 	//go:embed lua/window.lua
 	windowLua    string
 	windowScript = redis.NewScript(luaConstants + filterLua + windowLua)
@@ -55,7 +59,11 @@ local RESERVED = "%s" -- the zero bytes after RESERVED_BYTE
 local RECORD_FIELD, RECORD_TAG, ONCE_RECORD_KEYS = %d, %d, %d
 local RING_BUCKET_BYTE, RING_W_BYTE, RING_CURSOR_BYTE = %d, %d, %d
 local RING_POSITIONS_BYTE, RING_POSITION_SIZE, RING_FIELD_BITS = %d, %d, %d
+local CUCKOO, CUCKOO_BUCKET, MIN_FP, MAX_FP = %d, %d, %d, %d
+local CUCKOO_MAX_LOAD, CUCKOO_KICKS, CUCKOO_ITEMS, CUCKOO_MIX = %g, %d, %d, %d
 `, headerSize, identitySize, itemsByte, markByte, markRebuild, markResize, incByte, incSize, reservedByte, int64(DefaultIDLifetime/time.Second), magic, formatVersion,
 	ModeCounting, ModeClassic, MaxHashes, MaxPartitions, maxStringBytes,
 	strings.Repeat(`\0`, headerSize-reservedByte), onceFieldBytes, recordTagBytes, onceRecordKeys,
-	ringBucketByte, ringWByte, ringCursorByte, ringPositionsByte, ringPositionSize, ringFieldBits)
+	ringBucketByte, ringWByte, ringCursorByte, ringPositionsByte, ringPositionSize, ringFieldBits,
+	ModeCuckoo, cuckooBucketSize, MinFingerprintBits, MaxFingerprintBits,
+	CuckooMaxLoad, cuckooMaxKicks, cuckooItemsPerCall, cuckooMix)

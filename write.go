@@ -20,7 +20,8 @@ import (
 // once or not, is one of these given to write.
 type writeOp struct {
 	name   string        // for errors: "add", "remove", "create"
-	script *redis.Script // addScript or removeScript
+	script *redis.Script // addScript or removeScript, or cuckooScript for both
+	remove bool          // a remove, not an add
 	create bool          // add.lua may create a missing partition
 	keep   time.Duration // how long each call's record stays in Redis
 	opID   string        // the caller's operation id; "" for a random record per call
@@ -31,11 +32,23 @@ type writeOp struct {
 // addOp is an add; a filter of one key may be created by any add, the
 // partitions of a larger one only together, by createAll.
 func (f *filter) addOp() writeOp {
-	return writeOp{name: "add", script: addScript, create: len(f.parts) == 1, keep: f.retryKeep}
+	return writeOp{name: "add", script: f.addScript(), create: len(f.parts) == 1, keep: f.retryKeep}
 }
 
 func (f *filter) removeOp() writeOp {
-	return writeOp{name: "remove", script: removeScript, keep: f.retryKeep}
+	script := removeScript
+	if f.h.mode == ModeCuckoo {
+		script = cuckooScript
+	}
+	return writeOp{name: "remove", script: script, remove: true, keep: f.retryKeep}
+}
+
+// addScript is the script that adds to f: add.lua, or cuckoo.lua.
+func (f *filter) addScript() *redis.Script {
+	if f.h.mode == ModeCuckoo {
+		return cuckooScript
+	}
+	return addScript
 }
 
 func (f *filter) add(ctx context.Context, items []string) ([]bool, error) {
@@ -82,9 +95,9 @@ func (f *filter) write(ctx context.Context, op writeOp, items []string) ([]bool,
 }
 
 func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, out []bool) error {
-	perCall := maxCallSlots / f.h.k
+	perCall := f.perCall()
 	seq := make([]int, len(f.parts)) // the calls made so far to each partition
-	for lo, hi := range spans(len(items), maxRoundTripSlots/f.h.k) {
+	for lo, hi := range spans(len(items), f.perRoundTrip()) {
 		chunk := items[lo:hi]
 		pl := f.place(chunk)
 		calls, answers := pack(pl, perCall, seq, func(p, seq int, at []int) scriptCall {
@@ -155,7 +168,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 			switch {
 			case err != nil:
 				return err
-			case !exists && op.script == addScript:
+			case !exists && !op.remove:
 				if err := f.createAll(ctx, true); err != nil {
 					return err
 				}
@@ -242,7 +255,10 @@ func (f *filter) call(op writeOp, p, seq int, chunk []string, pl placement, at [
 	keep := strconv.FormatInt(rec.ttl, 10)
 	var args []any
 	var keys []string
-	if op.script == addScript {
+	if cuckoo := f.h.mode == ModeCuckoo; cuckoo || !op.remove {
+		// cuckoo.lua takes add.lua's arguments for both, then the
+		// operation: for a remove only the header, the record and the
+		// items count.
 		create, head := "0", f.parts[p].head
 		if op.create {
 			create, head = "1", newIncarnation(head)
@@ -251,8 +267,11 @@ func (f *filter) call(op writeOp, p, seq int, chunk []string, pl placement, at [
 		if op.absent {
 			onlyAbsent = "1"
 		}
-		args = make([]any, 0, 8+len(at)*f.h.k)
+		args = make([]any, 0, 9+len(at)*f.h.k)
 		args = append(args, head, f.ttlMS, keep, create, f.partLimit, rec.field, rec.tag, onlyAbsent)
+		if cuckoo {
+			args = append(args, cuckooOp(op.remove))
+		}
 		keys = append([]string{key, copyKey(key)}, rec.keys...)
 	} else {
 		args = make([]any, 0, 4+len(at)*f.h.k)
@@ -355,14 +374,14 @@ var errVanished = failf(ErrDamaged, "a partition vanished")
 // Open finds the one named like the filter; without, it checks that each
 // exists with the caller's parameters.
 func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
-	op := writeOp{name: "create", script: addScript, create: mayCreate, keep: f.retryKeep}
+	op := writeOp{name: "create", script: f.addScript(), create: mayCreate, keep: f.retryKeep}
 	calls := make([]scriptCall, len(f.parts))
 	inc := randomIncarnation() // one for all: a rebuild repairing a lost one reuses it
 	for p := range f.parts {
 		calls[p] = f.call(op, p, 0, nil, placement{}, nil)
 		calls[p].args[0] = withIncarnation(f.parts[p].head, inc)
 	}
-	replies, err := runScripts(ctx, f.rdb, addScript, f.fcall, calls, f.repl)
+	replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
 	if err != nil {
 		return err
 	}

@@ -45,15 +45,10 @@ local FIRST_OFFSET = 9
 
 local f, why = parse(ARGV[1])
 if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
-local ttl = int(ARGV[2], 0, 2^50)
-local keep = int(ARGV[3], 1, 2^50)
-local limit = int(ARGV[5], 0, 2^53)
-if not ttl or not keep or not limit then
-  return reject('ARGS', 'ARGV[2], ARGV[3] or ARGV[5] is not a whole number in range')
-end
-local create = ARGV[4]
-if create ~= '0' and create ~= '1' and create ~= 'f' then return reject('ARGS', 'ARGV[4] is not 0, 1 or f') end
-if onlyAbsent ~= '0' and onlyAbsent ~= '1' then return reject('ARGS', 'ARGV[8] is not 0 or 1') end
+if f.mode == 'k' then return reject('ARGS', 'a cuckoo filter takes cuckoo.lua') end
+local a, bad = addArgs(ARGV)
+if not a then return bad end
+local ttl, keep, limit, create = a.ttl, a.keep, a.limit, a.create
 local exists, head, err = open(key, f)
 if err then return err end
 local op, zero = 'INCRBY', 1 -- a counter at 0 comes back as 1
@@ -122,10 +117,9 @@ if limit > 0 and adds > 0 and (exists and itemsOf(head) or 0) + adds > limit the
   return reject('FULL', key .. ' would hold more than ' .. limit .. ' items')
 end
 -- After the bound: an add refused with FULL must not reach the new filter.
-if exists and create ~= 'f' and string.byte(head, MARK_BYTE + 1) == MARK_RESIZE then
-  local target = redis.call('GETRANGE', copyKey, 0, HEADER - 1)
-  if #target == HEADER then return '!' .. target end
-  -- No target: the resize is over or lapsed, and its mark stayed.
+if exists and create ~= 'f' then
+  local target = resizing(head, copyKey)
+  if target then return '!' .. target end
 end
 
 if not exists then

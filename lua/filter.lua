@@ -49,6 +49,10 @@ local function parse(h)
   local f = {k = k, m = m, parts = parts, index = index, once = once, ident = string.sub(h, 1, IDENTITY)}
   if mode == COUNTING then f.mode, f.width, f.modeName = 'c', 4, 'counting'
   elseif mode == CLASSIC then f.mode, f.width, f.modeName = 'b', 1, 'classic'
+  elseif mode == CUCKOO then
+    -- k is the fingerprint width; a slot is a bucket of CUCKOO_BUCKET.
+    f.mode, f.width, f.modeName = 'k', CUCKOO_BUCKET * k, 'cuckoo'
+    if k < MIN_FP or k > MAX_FP then return nil, 'fingerprint of ' .. k .. ' bits, outside ' .. MIN_FP .. '..' .. MAX_FP end
   else return nil, 'unknown mode ' .. mode end
   if k < 1 or k > MAX_HASHES then return nil, 'k = ' .. k .. ' outside 1..' .. MAX_HASHES end
   if m < 1 or m * f.width > (MAX_STRING_BYTES - HEADER) * 8 then
@@ -116,6 +120,33 @@ local function copyOf(head, f, copy)
   if err then return nil, err end
   if exists then return copy end
   return nil
+end
+
+-- addArgs checks the arguments add.lua and cuckoo.lua share (ARGV[2] to
+-- ARGV[5] and ARGV[8], see add.lua) and returns the TTL, the record's
+-- TTL, the item bound and the create flag, or nil and an error reply.
+local function addArgs(argv)
+  local ttl = int(argv[2], 0, 2^50)
+  local keep = int(argv[3], 1, 2^50)
+  local limit = int(argv[5], 0, 2^53)
+  if not ttl or not keep or not limit then
+    return nil, reject('ARGS', 'ARGV[2], ARGV[3] or ARGV[5] is not a whole number in range')
+  end
+  local create = argv[4]
+  if create ~= '0' and create ~= '1' and create ~= 'f' then return nil, reject('ARGS', 'ARGV[4] is not 0, 1 or f') end
+  if argv[8] ~= '0' and argv[8] ~= '1' then return nil, reject('ARGS', 'ARGV[8] is not 0 or 1') end
+  return {ttl = ttl, keep = keep, limit = limit, create = create}
+end
+
+-- resizing returns the header of the filter a resize moves the partition
+-- whose header is head into (kept at copyKey, see rebuild.lua) when the
+-- partition is marked MARK_RESIZE, or nil. The items of an add then go to
+-- that filter first (add.lua's '!' reply).
+local function resizing(head, copyKey)
+  if string.byte(head, MARK_BYTE + 1) ~= MARK_RESIZE then return nil end
+  local target = redis.call('GETRANGE', copyKey, 0, HEADER - 1)
+  if #target == HEADER then return target end
+  return nil -- no target: the resize is over or lapsed, and its mark stayed
 end
 
 -- itemsOf returns the item count kept in the header head, from ITEMS_BYTE

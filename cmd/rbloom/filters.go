@@ -19,6 +19,7 @@ type sizing struct {
 	fs      *pflag.FlagSet
 	opts    rbloom.Options
 	classic bool
+	cuckoo  bool
 }
 
 func addSizingFlags(fs *pflag.FlagSet) *sizing {
@@ -30,6 +31,7 @@ func addSizingFlags(fs *pflag.FlagSet) *sizing {
 	fs.VarP(newWhole(&s.opts.Hashes, 0, 1), "hashes", "k", "slots per item `K`, instead of deriving it")
 	fs.Var(newWhole(&s.opts.Partitions, 0, 1), "partitions", "Redis keys `P` to split the slots over (default: enough for 64 MiB each)")
 	fs.BoolVar(&s.classic, "classic", false, "a classic filter: one bit per slot, a quarter of the memory, no remove")
+	fs.BoolVar(&s.cuckoo, "cuckoo", false, "a cuckoo filter: remove in about a quarter of the memory, but adds fail once it is full (-m counts buckets, -k is the fingerprint width)")
 	fs.DurationVar(&s.opts.TTL, "ttl", 0, "expire the filter `D` after it is created (e.g. 24h; default never)")
 	return s
 }
@@ -39,11 +41,14 @@ func addSizingFlags(fs *pflag.FlagSet) *sizing {
 func (s *sizing) given() (bool, error) {
 	m, k := s.fs.Changed("slots"), s.fs.Changed("hashes")
 	sized := s.fs.Changed("capacity") || m || k
+	if s.classic && s.cuckoo {
+		return false, errors.New("--classic and --cuckoo: a filter is one or the other")
+	}
 	if m != k && !s.fs.Changed("capacity") {
 		return false, errors.New("-m and -k go together, unless --capacity is given to derive the other")
 	}
 	if !sized {
-		for _, name := range []string{"error-rate", "partitions", "classic", "ttl"} {
+		for _, name := range []string{"error-rate", "partitions", "classic", "cuckoo", "ttl"} {
 			if s.fs.Changed(name) {
 				return false, fmt.Errorf("--%s needs --capacity N, or -m M and -k K", name)
 			}
@@ -70,8 +75,11 @@ func (s *sizing) filter(c *cli, name string) (rbloom.Filter, error) {
 		// capacity rather than a target nobody asked for.
 		o.ErrorRate = 0
 	}
-	if s.classic {
+	switch {
+	case s.classic:
 		return rbloom.NewClassic(c.rdb, name, o)
+	case s.cuckoo:
+		return rbloom.NewCuckoo(c.rdb, name, o)
 	}
 	return rbloom.NewCounting(c.rdb, name, o)
 }
@@ -85,15 +93,23 @@ func (c *cli) open(ctx context.Context, name string) (rbloom.Filter, error) {
 	return f, err
 }
 
-// openCounting is open for the commands that only a counting filter can do.
-func (c *cli) openCounting(ctx context.Context, name, what string) (*rbloom.Counting, error) {
+// removable is a filter that can remove items: a counting or a cuckoo one.
+type removable interface {
+	rbloom.Filter
+	RemoveMany(ctx context.Context, items []string) ([]bool, error)
+	Count(ctx context.Context, item string) (int, error)
+}
+
+// openCounting is open for the commands that only a counting or a cuckoo
+// filter can do.
+func (c *cli) openCounting(ctx context.Context, name, what string) (removable, error) {
 	f, err := c.open(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	cf, ok := f.(*rbloom.Counting)
+	cf, ok := f.(removable)
 	if !ok {
-		return nil, fmt.Errorf("%s is a classic filter, which cannot %s: only counting filters can", name, what)
+		return nil, fmt.Errorf("%s is a classic filter, which cannot %s: only counting and cuckoo filters can", name, what)
 	}
 	return cf, nil
 }
@@ -245,12 +261,14 @@ func printInfo(c *cli, in *rbloom.Info) {
 		{"expires", ttl},
 		{"error rate now", percent(in.FalsePositiveRate) + " expected from the items, " +
 			percent(in.MeasuredFalsePositiveRate) + " measured from the slots"},
-		{"slots in use", fmt.Sprintf("%d of %d non-zero (%s), %d saturated at 15",
-			in.NonZero, in.Slots, percent(float64(in.NonZero)/float64(max(1, in.Slots))), in.Saturated)},
+		{"slots in use", slotsInUse(in)},
 		{"damaged", strconv.FormatBool(in.Damaged)},
 		{"eviction", evictionRow(in)},
 	} {
 		fmt.Fprintf(c.out, "%-15s %s\n", row[0]+":", row[1])
+	}
+	if in.Mode == rbloom.ModeCuckoo {
+		fmt.Fprintf(c.out, "%-15s %.3f of the slots (adds fail with ErrFull past %g)\n", "load:", in.Load, rbloom.CuckooMaxLoad)
 	}
 	warnOverfull(c, in)
 	warnEviction(c, in)
@@ -271,6 +289,11 @@ func evictionRow(in *rbloom.Info) string {
 // sized for, what that costs and how to fix it.
 func warnOverfull(c *cli, in *rbloom.Info) {
 	if !in.Overfull() {
+		return
+	}
+	if in.Mode == rbloom.ModeCuckoo {
+		fmt.Fprintf(c.stderr, "rbloom: warning: cuckoo filter %s is at load %.3f; past %g its adds fail with ErrFull: resize it without stopping it (rbloom rebuild %s ITEMS-FILE --capacity %d)\n",
+			in.Name, in.Load, rbloom.CuckooMaxLoad, in.Name, max(2*in.Items, 1000))
 		return
 	}
 	fmt.Fprintf(c.stderr, "rbloom: warning: %s holds %d items for a capacity of %d (%.1fx); its false-positive rate is %s against a target of %s: resize it without stopping it (rbloom rebuild %s ITEMS-FILE --capacity %d)\n",
@@ -371,4 +394,15 @@ func setupDrop(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error 
 		fmt.Fprintf(c.out, "dropped %s\n", args[0])
 		return nil
 	}
+}
+
+// slotsInUse says how many slots hold something: counters or bits, or a
+// cuckoo filter's fingerprints, 4 to a bucket.
+func slotsInUse(in *rbloom.Info) string {
+	if in.Mode == rbloom.ModeCuckoo {
+		return fmt.Sprintf("%d fingerprints in %d buckets of 4 (%s), %d-bit fingerprints",
+			in.NonZero, in.Slots, percent(float64(in.NonZero)/float64(max(1, 4*in.Slots))), in.Hashes)
+	}
+	return fmt.Sprintf("%d of %d non-zero (%s), %d saturated at 15",
+		in.NonZero, in.Slots, percent(float64(in.NonZero)/float64(max(1, in.Slots))), in.Saturated)
 }

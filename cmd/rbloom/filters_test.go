@@ -1,10 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rbloom/rbloom"
+	"github.com/rbloom/rbloom/rbloomtest"
 )
 
 func TestCreate(t *testing.T) {
@@ -125,4 +132,84 @@ func TestDrop(t *testing.T) {
 	rb(t, u, "", "drop", "f").ok(t, "no filter named f (nothing to drop)\n")
 	// Once dropped, the name is free for other parameters.
 	must(t, u, "create", "f", "--capacity", "20", "--classic")
+}
+
+// TestInfoCuckoo: info on a cuckoo filter (made with the library: the
+// command cannot create one) shows its fingerprints and load, and warns
+// when it is near its planned load.
+func TestInfoCuckoo(t *testing.T) {
+	t.Parallel()
+	addr := rbloomtest.NewMiniredis(t).Addr()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	c, err := rbloom.NewCuckoo(rdb, "ck", rbloom.Options{Slots: 10, Hashes: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddMany(ctx, []string{"a", "b", "c", "d", "e", "f", "g", "h"}); err != nil {
+		t.Fatal(err)
+	}
+	r := rb(t, "redis://"+addr, "", "info", "ck")
+	for _, want := range []string{"mode:           cuckoo\n", "slots in use:   8 fingerprints in 10 buckets of 4 (20%), 8-bit fingerprints\n", "load:           0.200 of the slots"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("info: no %q in\n%s", want, r.stdout)
+		}
+	}
+	if r.stderr != "" {
+		t.Errorf("info at load 0.2 warns: %s", r.stderr)
+	}
+	var more []string
+	for i := range 23 {
+		more = append(more, fmt.Sprint("more-", i))
+	}
+	if _, err := c.AddMany(ctx, more); err != nil {
+		t.Fatal(err)
+	}
+	if r := rb(t, "redis://"+addr, "", "info", "ck"); !strings.Contains(r.stderr, "warning: cuckoo filter ck is at load 0.775") {
+		t.Errorf("info at load 0.775: stderr %q, want a warning", r.stderr)
+	}
+}
+
+// TestCuckooCommands: create --cuckoo makes a cuckoo filter, and add,
+// test, remove, count and info work on it; --classic with --cuckoo is
+// refused.
+func TestCuckooCommands(t *testing.T) {
+	t.Parallel()
+	u := miniURL(t)
+	rb(t, u, "", "create", "ck", "--cuckoo", "--capacity", "1000").ok(t, "created ck: cuckoo, m=313 k=10, for 1000 items at error rate 1%, 1.6 KiB in Redis\n")
+	rb(t, u, "", "create", "x", "--cuckoo", "--classic", "--capacity", "1000").fails(t, "--classic and --cuckoo")
+	must(t, u, "add", "ck", "a", "b", "b")
+	if out := must(t, u, "count", "ck", "a", "b", "c"); out != "1\ta\n2\tb\n0\tc\n" {
+		t.Errorf("count = %q", out)
+	}
+	must(t, u, "remove", "ck", "b")
+	if out := must(t, u, "count", "ck", "b"); out != "1\tb\n" {
+		t.Errorf("count after a remove = %q", out)
+	}
+	if out := must(t, u, "info", "ck"); !strings.Contains(out, "mode:           cuckoo\n") || !strings.Contains(out, "2 fingerprints in 313 buckets") {
+		t.Errorf("info = %q", out)
+	}
+}
+
+// TestCuckooRebuildCommand: a full cuckoo filter is resized by 'rbloom
+// rebuild --capacity', as 'rbloom info' advises.
+func TestCuckooRebuildCommand(t *testing.T) {
+	t.Parallel()
+	u := miniURL(t)
+	must(t, u, "create", "ck", "--cuckoo", "-m", "4", "-k", "8")
+	var items []string
+	for i := range 12 {
+		items = append(items, fmt.Sprint("item-", i))
+	}
+	must(t, u, append([]string{"add", "ck"}, items...)...)
+	rb(t, u, "", "add", "ck", "one-more").fails(t, "filter full")
+	if r := rb(t, u, strings.Join(items, "\n")+"\n", "rebuild", "ck", "--capacity", "100"); r.code != 0 || !strings.HasPrefix(r.stdout, "resized ck from 12 items") {
+		t.Errorf("rebuild --capacity: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	must(t, u, "add", "ck", "one-more")
+	if out := must(t, u, "info", "ck"); !strings.Contains(out, "13 fingerprints in 32 buckets") {
+		t.Errorf("info after the resize = %q", out)
+	}
+	rb(t, u, "", "rebuild", "ck", "--cuckoo").fails(t, "--cuckoo: a rebuild keeps the filter's mode and TTL")
 }

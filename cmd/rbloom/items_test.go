@@ -91,7 +91,7 @@ func TestCountingOnly(t *testing.T) {
 	u := miniURL(t)
 	must(t, u, "create", "c", "--classic", "--capacity", "100")
 	must(t, u, "add", "c", "x")
-	rb(t, u, "", "remove", "c", "x").fails(t, "remove c: c is a classic filter, which cannot remove items: only counting filters can")
+	rb(t, u, "", "remove", "c", "x").fails(t, "remove c: c is a classic filter, which cannot remove items: only counting and cuckoo filters can")
 	rb(t, u, "", "count", "c", "x").fails(t, "count c: c is a classic filter, which cannot count items")
 	rb(t, u, "x\n", "unload", "c").fails(t, "unload c: c is a classic filter, which cannot remove items")
 	rb(t, u, "", "test", "c", "x").ok(t, "maybe\tx\n")

@@ -6,9 +6,9 @@
 //
 //	rbloom [-u URL] [--cluster] COMMAND [FLAGS] [ARG...]
 //
-//	create NAME --capacity N [--error-rate P] [--classic] [--ttl D]
-//	create NAME -m M -k K [--classic] [--ttl D]
-//	                      create an empty filter (counting unless --classic)
+//	create NAME --capacity N [--error-rate P] [--classic|--cuckoo] [--ttl D]
+//	create NAME -m M -k K [--classic|--cuckoo] [--ttl D]
+//	                      create an empty filter (counting unless --classic or --cuckoo)
 //	info NAME [--json]    its parameters, items, memory and expected error rate
 //	drop NAME             delete it; none by that name is no error (exit 0,
 //	                      "no filter named NAME (nothing to drop)")
@@ -96,9 +96,9 @@ import (
 const usage = `usage: rbloom [-u URL] [--cluster] COMMAND [FLAGS] [ARG...]
 
 Filters:
-  create NAME --capacity N [--error-rate P] [--classic] [--ttl D]
-  create NAME -m M -k K [--classic] [--ttl D]
-                        create an empty filter (counting unless --classic)
+  create NAME --capacity N [--error-rate P] [--classic|--cuckoo] [--ttl D]
+  create NAME -m M -k K [--classic|--cuckoo] [--ttl D]
+                        create an empty filter (counting unless --classic or --cuckoo)
   info NAME [--json]    its parameters, items, memory and expected error rate
   drop NAME             delete it; none by that name is no error (exit 0,
                         "no filter named NAME (nothing to drop)")

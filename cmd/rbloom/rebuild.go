@@ -21,7 +21,7 @@ func setupRebuild(c *cli, fs *pflag.FlagSet) func(context.Context, []string) err
 	noProgress := addNoProgressFlag(fs)
 	s := addSizingFlags(fs)
 	return func(ctx context.Context, args []string) error {
-		for _, name := range []string{"classic", "ttl"} {
+		for _, name := range []string{"classic", "cuckoo", "ttl"} {
 			if fs.Changed(name) {
 				return fmt.Errorf("--%s: a rebuild keeps the filter's mode and TTL", name)
 			}
@@ -56,6 +56,14 @@ func setupRebuild(c *cli, fs *pflag.FlagSet) func(context.Context, []string) err
 			} else {
 				err = f.Rebuild(ctx, fill)
 			}
+		case *rbloom.Cuckoo:
+			if resize {
+				_, err = f.Resize(ctx, s.resized(), fill)
+			} else {
+				err = f.Rebuild(ctx, fill)
+			}
+		default:
+			err = fmt.Errorf("%s is a %T, which this command cannot rebuild", args[0], f)
 		}
 		if err != nil {
 			return err

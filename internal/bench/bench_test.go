@@ -40,6 +40,9 @@ var wantRows = []struct{ id, name string }{
 	{"9d", "Counting.Test"},
 	{"9e", "Counting.Remove"},
 	{"10", "Counting.Add, 8 goroutines"},
+	{"17a", "Cuckoo.AddMany"},
+	{"17b", "Cuckoo.TestMany"},
+	{"17c", "Cuckoo.RemoveMany"},
 }
 
 // TestRunQuick runs the whole benchmark in quick mode against a real Redis
@@ -86,6 +89,7 @@ func TestRunQuick(t *testing.T) {
 		"7c": perBatch(1000), "7d": perBatch(1000), "8f": perBatch(1000),
 		"8a": perBatch(1000), "8b": perBatch(1000), "8c": perBatch(1000), "8d": perBatch(1000), "8e": perBatch(1000),
 		"9a": perItem, "9b": perItem, "9c": perItem, "9d": perItem, "9e": perItem, "10": perItem,
+		"17a": perBatch(1000), "17b": perBatch(1000), "17c": perBatch(1000),
 	}
 	for _, want := range wantRows {
 		cells, ok := table[want.id]
@@ -142,6 +146,9 @@ func TestRunQuick(t *testing.T) {
 		"14. Server time of the library's calls",
 		"Slowest call the library sent: ",
 		"15. Throughput by batch size",
+		"17. rbloom's cuckoo filter",
+		"| rbloom Cuckoo, p = 0.01 (10-bit fingerprints) ",
+		"| load held ",
 		"How to read it.",
 	} {
 		if !strings.Contains(report, part) {

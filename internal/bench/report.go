@@ -98,6 +98,7 @@ func (b *bench) report(out io.Writer, rows []*row, mem memoryUse, points []point
 		t.write(&w)
 	}
 	b.reportCuckoo(&w, byID, b.cfUses)
+	b.reportRcuckoo(&w, byID)
 
 	fmt.Fprintf(&w, `
 How to read it. items/s: a row's items over the wall time of its calls, summed over the rounds; spread: how far

@@ -207,6 +207,8 @@ func (b *bench) rows() []*row {
 	if b.cf {
 		rows = append(rows, b.cuckooRows(addMany, testMany, removeMany)...)
 	}
+	// Rows 17a-17c: rbloom's cuckoo filter (rcuckoo.go).
+	rows = append(rows, b.ckRows(addMany, testMany, removeMany)...)
 	return rows
 }
 

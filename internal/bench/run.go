@@ -58,6 +58,10 @@ type bench struct {
 
 	cf     bool    // the server has CF.*: rows 16a-16d and line 16 (cuckoo.go)
 	cfUses []cfUse // line 16
+
+	ck       *rbloom.Cuckoo // rows 17a-17c (rcuckoo.go)
+	ckUses   []cfUse        // line 17
+	ckChurns []ckChurn      // line 17
 }
 
 // Run measures rbloom against the Redis that cfg names, as the package
@@ -107,6 +111,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (err error) {
 		if b.cfUses, err = b.measureCuckoo(ctx); err != nil {
 			return fmt.Errorf("bench: cuckoo filter: %w", err)
 		}
+	}
+	if b.ckUses, b.ckChurns, err = b.measureRcuckoo(ctx); err != nil {
+		return fmt.Errorf("bench: rbloom's cuckoo filter: %w", err)
 	}
 	var points []point
 	if cfg.Chart != "" {
@@ -161,6 +168,9 @@ func (b *bench) setup(ctx context.Context) error {
 	if b.classic, err = rbloom.NewClassic(b.rdb, classicName, opts); err != nil {
 		return err
 	}
+	if b.ck, err = rbloom.NewCuckoo(b.rdb, ckName, opts); err != nil {
+		return err
+	}
 	if b.records, err = newRecordsFilter(b.rdb, b.cfg); err != nil {
 		return err
 	}
@@ -175,6 +185,9 @@ func (b *bench) setup(ctx context.Context) error {
 		return err
 	}
 	if err := b.classic.Create(ctx); err != nil {
+		return err
+	}
+	if err := b.ck.Create(ctx); err != nil {
 		return err
 	}
 	if b.cf {
@@ -263,6 +276,10 @@ func (b *bench) deleteKeys(ctx context.Context) error {
 		if err := b.deleteMatching(ctx, "*{"+name+"}*"); err != nil {
 			return err
 		}
+	}
+	// rbloom's cuckoo filters of rows 17a-17c and line 17 (rcuckoo.go).
+	if err := b.deleteMatching(ctx, "*{"+ckName+"*}*"); err != nil {
+		return err
 	}
 	return nil
 }
