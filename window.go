@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -48,8 +49,10 @@ type Window struct {
 	// handle with another number is refused there, and a partition lost
 	// while the root lives is told from one that expired.
 	root int
-	// touchedAll is the bucket in which this handle last touched every
-	// partition's ring, so that none expires while the window is used.
+	// touchedAll is when this handle last touched every partition's ring
+	// (Unix ns, by its own clock): it does every half bucket it makes a
+	// call in, so that none expires before the root's while the window is
+	// used.
 	touchedAll atomic.Int64
 }
 
@@ -246,7 +249,7 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 	perCall := max(1, maxWindowWords/(f.h.k*len(w.r.fields())))
 	seq := make([]int, len(f.parts))
 	created := false
-	touched := int64(0) // the bucket in which this call touched every partition, if it did
+	touched := int64(0) // when this call touched every partition, if it did (Unix ns)
 	type part struct {
 		p   int
 		rec record
@@ -256,8 +259,8 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 		chunk := events[lo:hi]
 		pl := w.place(chunk)
 		var parts []part
-		expect := w.expected()
-		all := w.touchedAll.Load() != expect
+		now := time.Now()
+		all := now.Sub(time.Unix(0, w.touchedAll.Load())) > w.bucket/2
 		for p, group := range pl.groups {
 			if len(group) == 0 && (p == w.root || all) && lo == 0 {
 				// No event here: a call with none touches the ring (and
@@ -271,7 +274,7 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 			}
 		}
 		if all && lo == 0 {
-			touched = expect
+			touched = now.UnixNano()
 		}
 		// A call answers '?' when the ring is missing: the rings of every
 		// partition are created together, so that one lost later is told
@@ -279,9 +282,10 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 		// still being cleared. Both go again.
 		for len(parts) > 0 {
 			expect := w.expected()
+			round := strconv.FormatUint(rand.Uint64(), 36)
 			calls := make([]scriptCall, len(parts))
 			for i, c := range parts {
-				args := w.args(f.parts[c.p].head, c.p, c.rec, "0", expect)
+				args := w.args(f.parts[c.p].head, c.p, c.rec, "0", expect, round)
 				for _, e := range c.at {
 					for _, o := range pl.offsets[e*f.h.k : (e+1)*f.h.k] {
 						args = append(args, w.r.bit(o, expect))
@@ -339,15 +343,15 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 }
 
 // args are window.lua's ARGV up to the offsets, head its header, for a
-// call expected in bucket expect.
-func (w *Window) args(head string, p int, rec record, create string, expect int64) []any {
+// call expected in bucket expect and sent in round.
+func (w *Window) args(head string, p int, rec record, create string, expect int64, round string) []any {
 	root := "p"
 	if p == w.root {
 		root = "r"
 	}
 	return append(make([]any, 0, 12+maxWindowWords), head, w.settings[p],
 		strconv.FormatInt(w.bucket.Milliseconds(), 10), strconv.Itoa(w.r.gens),
-		strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.clockArg(), create, strconv.FormatInt(expect, 10), root)
+		strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.clockArg(), create, strconv.FormatInt(expect, 10), root, round)
 }
 
 // call is the script call of partition p with args.
@@ -397,7 +401,7 @@ func (w *Window) create(ctx context.Context) error {
 	inc := randomIncarnation()
 	call := func(p int) scriptCall {
 		rec := f.record("window", "", p, 0, nil, nil, f.retryKeep)
-		return w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, "1", w.expected()))
+		return w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, "1", w.expected(), "create"))
 	}
 	var calls []scriptCall
 	for p := range f.parts {
@@ -581,25 +585,37 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 }
 
 // lost returns ErrDamaged when a ring of the partitions missing is still
-// missing while the root's lives (rootLives, read before): as said on
-// create, it was lost. They are looked at again after the root, since the
-// root is made last and the reads of both were not ordered.
+// missing while the root's lives (rootLives, read before), unless its
+// settings say it expired: as said on create, it was lost. They are looked
+// at again after the root, since the root is made last and the reads of
+// both were not ordered.
 func (w *Window) lost(ctx context.Context, rootLives bool, missing []int) error {
 	if !rootLives || len(missing) == 0 {
 		return nil
 	}
 	pipe := w.f.rdb.Pipeline()
+	clock := pipe.Time(ctx)
 	exists := make([]*redis.IntCmd, len(missing))
+	until := make([]*redis.StringCmd, len(missing))
 	for i, p := range missing {
 		exists[i] = pipe.Exists(ctx, w.ringKey(p))
+		until[i] = pipe.HGet(ctx, w.settingsKey(p), "ring")
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return err
 	}
+	nowMS := clock.Val().UnixMilli()
+	if w.clock != nil {
+		nowMS = w.clock()
+	}
 	for i, e := range exists {
-		if e.Val() == 0 {
-			return failf(ErrDamaged, "%s: %s is gone while the root partition's ring lives: its events cannot be told from new ones", w.f.name, w.ringKey(missing[i]))
+		if e.Val() > 0 {
+			continue
 		}
+		if t, err := strconv.ParseInt(until[i].Val(), 10, 64); err == nil && t <= nowMS {
+			continue // expired with nothing of the span in it
+		}
+		return failf(ErrDamaged, "%s: %s is gone while the root partition's ring lives: its events cannot be told from new ones", w.f.name, w.ringKey(missing[i]))
 	}
 	return nil
 }
@@ -688,9 +704,11 @@ func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 }
 
 // Drop deletes the window from Redis: its rings and settings, the root
-// partition's first (Window.root: a window without it is being made, or
-// dropped). A later call makes a new window, whose rings have another
-// incarnation: the operation ids of the dropped one are not replayed.
+// partition's last (Window.root): while the root lives, a call finding
+// another partition gone fails with ErrDamaged rather than make it again;
+// once the root is gone, the next call makes a new window, whose rings
+// have another incarnation: the operation ids of the dropped one are not
+// replayed.
 func (w *Window) Drop(ctx context.Context) error {
 	del := func(ps ...int) error {
 		pipe := w.f.rdb.Pipeline()
@@ -703,14 +721,14 @@ func (w *Window) Drop(ctx context.Context) error {
 		}
 		return nil
 	}
-	if err := del(w.root); err != nil {
-		return err
-	}
 	var others []int
 	for p := range w.f.parts {
 		if p != w.root {
 			others = append(others, p)
 		}
 	}
-	return del(others...)
+	if err := del(others...); err != nil {
+		return err
+	}
+	return del(w.root)
 }

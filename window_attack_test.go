@@ -164,3 +164,99 @@ func TestWindowStateDamage(t *testing.T) {
 		t.Errorf("incarnation overwritten: the replay answered %v, its first decisions %v, no error", again, first)
 	}
 }
+
+// Breaks found by a second outside review.
+
+// TestWindowBatchOrderWhileClearing: a batch whose first call finds its
+// bucket's position still being cleared keeps its order: of two equal
+// events in it, the first answers new and the second seen. Before, the
+// first call answered '~' while a later call of the same pipeline
+// finished the clearing and was applied first, so the answers were
+// swapped.
+func TestWindowBatchOrderWhileClearing(t *testing.T) {
+	rdb := realRedis(t)
+	clk := newClock(time.UnixMilli(1_000_000_000_000))
+	w := clocked(must(NewWindow(rdb, "reorder", WindowOptions{EventsPerBucket: 30_000, ErrorRate: 0.01,
+		Bucket: time.Minute, Span: 10 * time.Minute, Partitions: 1})).on(t), clk)
+	must(w.TestOrAdd(ctx, "first")).on(t)
+	if size := rdb.StrLen(ctx, w.ringKey(0)).Val(); size < 3*4*32768 {
+		t.Fatalf("a ring of %d bytes is cleared in fewer than 3 calls", size)
+	}
+	clk.add(time.Duration(w.r.w) * time.Minute) // the same position, whose generation left the span
+	batch := []string{"X"}
+	for i := range 300 {
+		batch = append(batch, fmt.Sprint("fill-", i))
+	}
+	batch = append(batch, "X")
+	got := must(w.TestOrAddMany(ctx, batch)).on(t)
+	if got[0] || !got[len(got)-1] {
+		t.Errorf("of two equal events in one batch, the first answered %v and the second %v: want false, true", got[0], got[len(got)-1])
+	}
+}
+
+// TestWindowTouchesEveryPartition: a handle whose events all land in the
+// root partition still touches every other partition's ring once every
+// half bucket, so that none expires before the root's (it would then be
+// ErrDamaged for good). Before, a handle that had been told a bucket went
+// on comparing with it, and after a pause refreshed the root alone.
+func TestWindowTouchesEveryPartition(t *testing.T) {
+	rdb := realRedis(t)
+	const bucket = 100 * time.Millisecond
+	w := must(NewWindow(rdb, "touch", WindowOptions{EventsPerBucket: 1000, Bucket: bucket, Span: 3 * bucket, Partitions: 2})).on(t)
+	var rootOnly []string
+	for i := 0; len(rootOnly) < 5; i++ {
+		e := fmt.Sprint("e", i)
+		if p, _ := w.f.locate(nil, e); p == w.root {
+			rootOnly = append(rootOnly, e)
+		}
+	}
+	other := 1 - w.root
+	must(w.TestOrAddMany(ctx, rootOnly)).on(t)
+	before := rdb.HGet(ctx, w.settingsKey(other), "ring").Val()
+	for range 5 {
+		time.Sleep(2 * bucket)
+		must(w.TestOrAddMany(ctx, rootOnly)).on(t)
+	}
+	if after := rdb.HGet(ctx, w.settingsKey(other), "ring").Val(); after <= before {
+		t.Errorf("the other partition's ring was not touched: it expires at %s, as before", after)
+	}
+}
+
+// TestWindowPartitionExpired: a partition whose ring expired with nothing
+// of the span in it (its settings say so) is made again, not ErrDamaged,
+// while the root lives.
+func TestWindowPartitionExpired(t *testing.T) {
+	rdb := realRedis(t)
+	clk := newClock(time.UnixMilli(1_000_000_000_000))
+	w := clocked(must(NewWindow(rdb, "expired", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 2 * time.Minute, Partitions: 2})).on(t), clk)
+	must(w.TestOrAddMany(ctx, events("e", 20))).on(t)
+	other := 1 - w.root
+	rdb.Del(ctx, w.ringKey(other))
+	rdb.HSet(ctx, w.settingsKey(other), "ring", clk.now().UnixMilli()-1)
+	if _, err := w.TestOrAddMany(ctx, events("f", 20)); err != nil {
+		t.Errorf("after a partition's ring expired: %v", err)
+	}
+}
+
+// TestWindowDropOrder: Drop deletes the root partition's ring last, so a
+// call made while it runs fails with ErrDamaged instead of making the
+// root again beside partitions about to be deleted (which left the
+// window ErrDamaged for good); once it is done, the window is new.
+func TestWindowDropOrder(t *testing.T) {
+	rdb := realRedis(t)
+	w := must(NewWindow(rdb, "dropping", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 2 * time.Minute, Partitions: 4})).on(t)
+	held := events("e", 40)
+	must(w.TestOrAddMany(ctx, held)).on(t)
+	for p := range w.f.parts { // Drop's first step
+		if p != w.root {
+			rdb.Del(ctx, w.ringKey(p), w.settingsKey(p))
+		}
+	}
+	if _, err := w.TestOrAddMany(ctx, held); !errors.Is(err, ErrDamaged) {
+		t.Errorf("a call during Drop: %v, want ErrDamaged", err)
+	}
+	must(0, w.Drop(ctx)).on(t)
+	if seen := must(w.TestOrAddMany(ctx, held)).on(t); slices.Contains(seen, true) {
+		t.Error("after Drop, events answered seen")
+	}
+}

@@ -300,7 +300,7 @@ func TestWindowForgedArguments(t *testing.T) {
 		}
 		head, settings := w.f.parts[0].head, w.settings[0]
 		argv := func(change func(a []any) []any) []any {
-			a := []any{head, settings, "60000", "2", "60000", forgedField, "", "", "0", strconv.FormatInt(expect, 10), "r"}
+			a := []any{head, settings, "60000", "2", "60000", forgedField, "", "", "0", strconv.FormatInt(expect, 10), "r", "round"}
 			return change(append(a, ok...))
 		}
 		set := func(i int, v any) func(a []any) []any {
@@ -318,9 +318,10 @@ func TestWindowForgedArguments(t *testing.T) {
 			"bad create":      argv(set(8, "x")),
 			"bad bucket":      argv(set(9, "x")),
 			"bad root":        argv(set(10, "x")),
-			"offset past m":   argv(set(11+w.f.h.k-1, w.r.bit(w.r.word(w.f.h.m), expect))),
-			"other bit":       argv(set(11, w.r.bit(w.r.word(1), expect+1))),
-			"not a number":    argv(set(11, "x")),
+			"no round":        argv(set(11, "")),
+			"offset past m":   argv(set(12+w.f.h.k-1, w.r.bit(w.r.word(w.f.h.m), expect))),
+			"other bit":       argv(set(12, w.r.bit(w.r.word(1), expect+1))),
+			"not a number":    argv(set(12, "x")),
 			"half an event":   argv(func(a []any) []any { return a[:len(a)-1] }),
 		} {
 			if err := windowScript.Run(ctx, rdb, keys, args...).Err(); err == nil {

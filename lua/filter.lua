@@ -186,6 +186,10 @@ local function replay(first, field, tag, inc)
       if string.sub(done, #inc + 1, #inc + #tag) ~= tag then
         return nil, reject('OPID', KEYS[i] .. ' records another operation under this id')
       end
+      -- Written again, unchanged: a replay under WaitReplicas then waits
+      -- for the replicas to have the first run's writes, which came before
+      -- (a connection that wrote nothing is not waited for by Redis 8).
+      redis.call('HSET', KEYS[i], field, done)
       return string.sub(done, #inc + #tag + 1)
     end
   end

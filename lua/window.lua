@@ -52,14 +52,18 @@
 -- ARGV[11]  'r' for the window's root partition, whose ring the client
 --           touches in every call and expires first; 'p' for the others,
 --           whose rings live three buckets longer
+-- ARGV[12]  the round: a token the client gives the calls it sends
+--           together. A call that answers '~' keeps it in the settings
+--           ('wait'), and the later calls of its round answer '~' too, so
+--           that none is applied before it
 -- ARGV[11..] for each event's k slots, the bit offset of the slot's bit in
 --           ARGV[10]'s generation, in decimal: the slot's word, plus
 --           ARGV[10] mod W (so that the script writes the client's strings
 --           and converts no number)
 -- Returns   one character per event: '1' seen (not added), '0' new
 --           (added); '?' when the ring does not exist and ARGV[9] is '0';
---           '~' when the current bucket's position is still being cleared
---           (nothing answered: call again). When the call is in another
+--           '~' when the current bucket's position was still being
+--           cleared as the call began (nothing answered: call again). When the call is in another
 --           bucket than ARGV[10], the answer follows '!', the bucket and
 --           ':'. Fails with RBLOOM_MISMATCH when
 --           the stored settings are not this call's, and RBLOOM_DAMAGED
@@ -67,7 +71,7 @@
 --           a state no window writes: its events must not be answered new.
 
 local head, settingsArg, field, tag, clock, create = ARGV[1], ARGV[2], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-local FIRST_OFFSET = 12
+local FIRST_OFFSET = 13
 local CLEAN_STEP = 32768   -- bytes of words one BITOP clears: 100-150 us a step at the seed's size
 local CLEAN_CALL = 1       -- steps a call that answers events takes, when the pass is behind
 local CLEAN_BLOCKED = 4    -- steps a call takes when its bucket waits on them
@@ -135,7 +139,9 @@ end
 
 -- A handle with other settings is refused before anything else, replays
 -- included: its events live elsewhere, or mean something else.
-local stored = redis.call('HMGET', settings, 's', 'ring', 'inc')
+local round = ARGV[12]
+if #round < 1 or #round > 64 then return reject('ARGS', 'ARGV[12] is not a round token') end
+local stored = redis.call('HMGET', settings, 's', 'ring', 'inc', 'wait')
 local storedSettings, expires, storedInc = stored[1], tonumber(stored[2]), stored[3]
 if storedInc and #storedInc ~= INC_SIZE then return reject('DAMAGED', settings .. ': an incarnation of ' .. #storedInc .. ' bytes') end
 if storedSettings and storedSettings ~= settingsArg then
@@ -206,6 +212,7 @@ local inc = storedInc or incarnation(got ~= '' and got or head)
 local done, err = replay(5, field, tag, inc)
 if err then return err end
 if done then return done end
+if n > 0 and stored[4] == round then return '~' end
 
 -- The bucket now: Redis's, or the newest one written if that is later (a
 -- clock stepped back); a generation newer than Redis's clock by more than
@@ -328,7 +335,11 @@ if held[qc] ~= c then
   clean(CLEAN_BLOCKED)
   if held[qc] == 0 then setHeld(qc, c) end
   writeState()
-  if held[qc] ~= c then return '~' end
+  -- Answered '~' even when this call finished the clearing, and the later
+  -- calls of its round after it (ARGV[12]): none may be applied before
+  -- this one's events.
+  redis.call('HSET', settings, 'wait', round)
+  return '~'
 end
 
 local out = {}
