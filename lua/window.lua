@@ -76,6 +76,7 @@ local CLEAN_STEP = 32768   -- bytes of words one BITOP clears: 100-150 us a step
 local CLEAN_CALL = 1       -- steps a call that answers events takes, when the pass is behind
 local CLEAN_BLOCKED = 4    -- steps a call takes when its bucket waits on them
 local MIN_RING_TTL = 60000 -- ms: a ring of tiny buckets outlives a slow round trip
+local MAX_ROUND = 40       -- bytes of a round token (ARGV[12])
 local MAX_WORDS = 1500     -- slot words a call reads and writes: 4 BITFIELD arguments each at most
 local ring, settings, maskKey, scratch = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
@@ -140,7 +141,7 @@ end
 -- A handle with other settings is refused before anything else, replays
 -- included: its events live elsewhere, or mean something else.
 local round = ARGV[12]
-if #round < 1 or #round > 64 then return reject('ARGS', 'ARGV[12] is not a round token') end
+if #round < 1 or #round > MAX_ROUND then return reject('ARGS', 'ARGV[12] is not a round token') end
 local stored = redis.call('HMGET', settings, 's', 'ring', 'inc', 'wait')
 local storedSettings, expires, storedInc = stored[1], tonumber(stored[2]), stored[3]
 if storedInc and #storedInc ~= INC_SIZE then return reject('DAMAGED', settings .. ': an incarnation of ' .. #storedInc .. ' bytes') end
