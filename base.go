@@ -28,9 +28,10 @@ func (b *base) Add(ctx context.Context, item string) (bool, error) {
 // a consumer that replays a batch (a topic, partition and offset range,
 // say) decides exactly what it decided the first time. Use an id the
 // events carry. The batch is recorded once per script call (about 36
-// items at k = 7), not per item. Sent again with other items, it fails
-// with ErrOpIDReused; then the calls whose items did not change were not
-// applied again, and calls to partitions the first batch did not touch
+// items at k = 7), not per item, tagged with a digest of the whole
+// batch. Sent again with other items, or the same in another order, it
+// fails with ErrOpIDReused and is applied in no partition where the first
+// batch applied a call; calls to partitions the first batch did not reach
 // may have been applied. Ids of adds and removes are apart.
 func (b *base) AddManyOnce(ctx context.Context, items []string, opID string) ([]bool, error) {
 	return b.f.writeOnce(ctx, b.f.addOp(), items, opID)

@@ -36,7 +36,7 @@ import (
 const (
 	recordChunk          = 100 // records per hash of a handle's random records
 	onceFieldBytes       = 12  // an operation id's field: a hash of the id
-	recordTagBytes       = 8   // an operation id's tag: a digest of its items
+	recordTagBytes       = 8   // an operation id's tag: a digest of its batch's items
 	onceShards           = 256 // hashes per bucket of operation ids' records
 	recordBucketsPerKeep = 4
 	onceRecordKeys       = recordBucketsPerKeep + 3 // buckets b, b+1, b-1 ... b-5
@@ -45,7 +45,7 @@ const (
 // record is where one script call keeps its answer.
 type record struct {
 	field string   // the field in each hash
-	tag   string   // "" for a random record, else a digest of the items
+	tag   string   // "" for a random record, else a digest of the batch's items
 	keys  []string // the hashes looked in; the answer is kept in the first
 	ttl   int64    // ms: the TTL a hash gets from its first record
 }
@@ -75,18 +75,29 @@ func (r *records) random(p int, key string, keep time.Duration, now time.Time) r
 }
 
 // onceRecord is the record of the seq-th call of op ("add", "remove",
-// "window") to the partition at key under the caller's operation id, tagged
-// with the digest of the call's items. Ops and sequence numbers keep their
-// fields apart: the field hashes all three. The hash is chosen by keep,
-// the filter's IDLifetime, as every process does; it is kept at least
-// retry too, this client's retryKeep, since go-redis may re-send the call
-// (the same hashes) that late even when keep is shorter.
+// "window") to the partition at key under the caller's operation id,
+// tagged with the digest of the whole batch, which every call of the
+// batch carries. Ops and sequence numbers keep their fields apart: the
+// field hashes all three. The field sent is the call's own, then the
+// field of the batch's first call to the partition: a call that finds no
+// record of its own but one of the first call with another tag is the id
+// used again for another batch (the same items reordered, say), and is
+// refused, where it would otherwise apply items the first batch may have
+// applied in other calls. All the records of an id in a partition are in
+// the same hashes, chosen by op and id. The hash is chosen by keep, the
+// filter's IDLifetime, as every process does; it is kept at least retry
+// too, this client's retryKeep, since go-redis may re-send the call (the
+// same hashes) that late even when keep is shorter.
 func onceRecord(key, op string, seq int, id, tag string, keep, retry time.Duration, now time.Time) record {
-	h1, h2 := murmur3.Sum128([]byte(op + "\x00" + strconv.Itoa(seq) + "\x00" + id))
-	var field [16]byte
-	binary.BigEndian.PutUint64(field[:8], h1)
-	binary.BigEndian.PutUint64(field[8:], h2)
-	shard := strconv.Itoa(int(binary.BigEndian.Uint16(field[12:])) % onceShards)
+	fieldOf := func(seq int) string {
+		h1, h2 := murmur3.Sum128([]byte(op + "\x00" + strconv.Itoa(seq) + "\x00" + id))
+		var field [16]byte
+		binary.BigEndian.PutUint64(field[:8], h1)
+		binary.BigEndian.PutUint64(field[8:], h2)
+		return string(field[:onceFieldBytes])
+	}
+	h1, _ := murmur3.Sum128([]byte(op + "\x00" + id))
+	shard := strconv.Itoa(int(h1 % onceShards))
 	b, span := recordBucket(keep, now)
 	hash := func(b int64) string { return key + ":r:" + strconv.FormatInt(b, 10) + ":once:" + shard }
 	keys := make([]string, 0, onceRecordKeys)
@@ -98,7 +109,7 @@ func onceRecord(key, op string, seq int, id, tag string, keep, retry time.Durati
 		keys = append(keys, hash(b-d))
 	}
 	ttl := max(keep.Milliseconds()+2*span, retry.Milliseconds()+span)
-	return record{field: string(field[:onceFieldBytes]), tag: tag, keys: keys, ttl: ttl}
+	return record{field: fieldOf(seq) + fieldOf(0), tag: tag, keys: keys, ttl: ttl}
 }
 
 // recordBucket returns the record bucket of now for records kept keep,
@@ -108,13 +119,13 @@ func recordBucket(keep time.Duration, now time.Time) (int64, int64) {
 	return now.UnixMilli() / span, span
 }
 
-// digest is the tag of an operation id's record: 8 bytes of MurmurHash3 of
-// the items of chunk at positions at, item after item, so that the id
-// used again for other items is told from a replay.
-func digest(chunk []string, at []int) string {
+// digest is the tag of an operation id's records: 8 bytes of MurmurHash3
+// of the batch's items, item after item, so that the id used again for
+// other items, or the same ones in another order, is told from a replay.
+func digest(items []string) string {
 	h := murmur3.New128()
-	for _, i := range at {
-		h.Write([]byte(chunk[i]))
+	for _, item := range items {
+		h.Write([]byte(item))
 		h.Write([]byte{0}) // so that ["ab"] and ["a", "b"] differ
 	}
 	return string(h.Sum(nil)[:recordTagBytes])

@@ -247,6 +247,10 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 		keep = f.idLifetime
 	}
 	perCall := max(1, maxWindowWords/(f.h.k*len(w.r.fields())))
+	batch := ""
+	if opID != "" {
+		batch = digest(events)
+	}
 	seq := make([]int, len(f.parts))
 	created := false
 	touched := int64(0) // when this call touched every partition, if it did (Unix ns)
@@ -265,11 +269,11 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 			if len(group) == 0 && (p == w.root || all) && lo == 0 {
 				// No event here: a call with none touches the ring (and
 				// checks the settings), as said on Window.root.
-				parts = append(parts, part{p: p, rec: f.record("window", "", p, 0, nil, nil, f.retryKeep)})
+				parts = append(parts, part{p: p, rec: f.record("window", "", p, 0, "", f.retryKeep)})
 				continue
 			}
 			for a, z := range spans(len(group), perCall) {
-				parts = append(parts, part{p: p, rec: f.record("window", opID, p, seq[p], chunk, group[a:z], keep), at: group[a:z]})
+				parts = append(parts, part{p: p, rec: f.record("window", opID, p, seq[p], batch, keep), at: group[a:z]})
 				seq[p]++
 			}
 		}
@@ -400,7 +404,7 @@ func (w *Window) create(ctx context.Context) error {
 	// (each keeps the one its settings remember, if they do).
 	inc := randomIncarnation()
 	call := func(p int) scriptCall {
-		rec := f.record("window", "", p, 0, nil, nil, f.retryKeep)
+		rec := f.record("window", "", p, 0, "", f.retryKeep)
 		return w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, "1", w.expected(), "create"))
 	}
 	var calls []scriptCall

@@ -3,6 +3,7 @@ package rbloom
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -25,6 +26,7 @@ type writeOp struct {
 	create bool          // add.lua may create a missing partition
 	keep   time.Duration // how long each call's record stays in Redis
 	opID   string        // the caller's operation id; "" for a random record per call
+	batch  string        // under opID, the digest of the whole batch, every call's tag
 	absent bool          // add.lua adds only the items that test absent
 	fill   bool          // a rebuild's fill: its partitions are copies, never created
 }
@@ -70,15 +72,17 @@ func (f *filter) remove(ctx context.Context, items []string) ([]bool, error) {
 // f.idLifetime: each script call's record is named after opID (and the
 // call's place in the batch) instead of being random, so the same batch
 // sent again with the same opID, from this process or another, gets the
-// first answers and changes nothing. A record holds a digest of its call's
-// items, so that the id used again for other items is refused with
-// ErrOpIDReused rather than answered as a replay. Adds and removes keep
+// first answers and changes nothing. A record holds a digest of the whole
+// batch, and each call also looks for the record of the batch's first
+// call to its partition, so that the id used again for other items, or
+// the same ones in another order, is refused with ErrOpIDReused rather
+// than answered as a replay or applied in part. Adds and removes keep
 // their ids apart.
 func (f *filter) writeOnce(ctx context.Context, op writeOp, items []string, opID string) ([]bool, error) {
 	if opID == "" || len(opID) > 256 {
 		return nil, callError(op.name, failf(ErrInvalidOptions, "operation id %q: want 1 to 256 bytes", opID))
 	}
-	op.opID, op.keep = opID, f.idLifetime
+	op.opID, op.keep, op.batch = opID, f.idLifetime, digest(items)
 	return f.write(ctx, op, items)
 }
 
@@ -208,7 +212,11 @@ func (f *filter) forward(ctx context.Context, target string, op writeOp, items [
 	fwd := next.addOp()
 	fwd.create, fwd.fill = false, true
 	if op.opID != "" {
-		fwd.opID, fwd.keep = op.opID, op.keep
+		// The forward of each round trip of the batch is a batch of its
+		// own: its id names its items, as the same batch sent again
+		// forwards the same items.
+		fwd.batch = digest(items)
+		fwd.opID, fwd.keep = op.opID+"\x00forward\x00"+hex.EncodeToString([]byte(fwd.batch)), op.keep
 	}
 	if _, err := next.write(ctx, fwd, items); err != nil {
 		return fmt.Errorf("%s is being resized, and the new filter's copies refused the items (open it again once the resize is over): %w", f.name, err)
@@ -251,7 +259,7 @@ func answer(r string, at []int, out []bool) error {
 // and the same batch sent again makes the same calls.
 func (f *filter) call(op writeOp, p, seq int, chunk []string, pl placement, at []int) scriptCall {
 	key := f.parts[p].key
-	rec := f.record(op.name, op.opID, p, seq, chunk, at, op.keep)
+	rec := f.record(op.name, op.opID, p, seq, op.batch, op.keep)
 	keep := strconv.FormatInt(rec.ttl, 10)
 	var args []any
 	var keys []string
@@ -303,11 +311,11 @@ func withIncarnation(head, inc string) string {
 // record is the record of a call of op to partition p: a random one, or,
 // under the caller's operation id opID, the seq-th of the batch's calls
 // to that partition, tagged with the items of chunk at positions at.
-func (f *filter) record(op, opID string, p, seq int, chunk []string, at []int, keep time.Duration) record {
+func (f *filter) record(op, opID string, p, seq int, batch string, keep time.Duration) record {
 	if opID == "" {
 		return f.records.random(p, f.parts[p].key, keep, f.now())
 	}
-	return onceRecord(f.parts[p].key, op, seq, opID, digest(chunk, at), keep, f.retryKeep, f.now())
+	return onceRecord(f.parts[p].key, op, seq, opID, batch, keep, f.retryKeep, f.now())
 }
 
 // settle is called when a write found one of the filter's partitions

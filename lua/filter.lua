@@ -161,27 +161,38 @@ end
 -- Write records (records.go). A call's record is the field `field` (1 to
 -- RECORD_FIELD bytes) of the hashes KEYS[first..#KEYS]: one hash for a
 -- call's random record (tag empty), ONCE_RECORD_KEYS for an operation id's
--- (tag: RECORD_TAG bytes, a digest of the call's items). Its value is the
+-- (tag: RECORD_TAG bytes, a digest of the whole batch). Under an id the
+-- argument holds two fields of RECORD_FIELD bytes: the call's own, then
+-- that of the batch's first call to the partition. A record's value is the
 -- tag, then the answer. An operation id's tag starts with the incarnation
 -- of the partition it was applied to (see header.go), so that a record
 -- left by a filter that was dropped is never replayed on its successor.
 
+-- ownField is the field a call records its answer in.
+local function ownField(field, tag)
+  if tag == '' then return field end
+  return string.sub(field, 1, RECORD_FIELD)
+end
+
 -- replay checks the record's arguments and returns the answer an earlier
 -- run of this call recorded, or nil if there is none. inc is the
 -- partition's incarnation, or '' for a call that is not under an operation
--- id. A record with another tag in the same incarnation means the
--- operation id was used for other items: the second return value is then
--- an error reply, and nothing may be written.
+-- id. A record with another tag in the same incarnation, this call's or
+-- the batch's first call's, means the operation id was used for another
+-- batch: the second return value is then an error reply, and nothing may
+-- be written.
 local function replay(first, field, tag, inc)
   local n = #KEYS - first + 1
-  if #field < 1 or #field > RECORD_FIELD or
-      not ((tag == '' and n == 1) or (#tag == RECORD_TAG and n == ONCE_RECORD_KEYS)) then
-    return nil, reject('ARGS', 'want a record field of 1 to ' .. RECORD_FIELD .. ' bytes, and an empty tag and 1 record key, ' ..
-      'or a ' .. RECORD_TAG .. '-byte tag and ' .. ONCE_RECORD_KEYS .. ' (got ' .. #field .. ', ' .. #tag .. ', ' .. n .. ')')
+  if not ((tag == '' and n == 1 and #field >= 1 and #field <= RECORD_FIELD) or
+      (#tag == RECORD_TAG and n == ONCE_RECORD_KEYS and #field == 2 * RECORD_FIELD)) then
+    return nil, reject('ARGS', 'want a record field of 1 to ' .. RECORD_FIELD .. ' bytes, an empty tag and 1 record key, ' ..
+      'or two fields of ' .. RECORD_FIELD .. ' bytes, a ' .. RECORD_TAG .. '-byte tag and ' .. ONCE_RECORD_KEYS ..
+      ' keys (got ' .. #field .. ', ' .. #tag .. ', ' .. n .. ')')
   end
   if tag == '' then inc = '' end
+  local own = ownField(field, tag)
   for i = first, #KEYS do
-    local done = redis.call('HGET', KEYS[i], field)
+    local done = redis.call('HGET', KEYS[i], own)
     if done and string.sub(done, 1, #inc) == inc then
       if string.sub(done, #inc + 1, #inc + #tag) ~= tag then
         return nil, reject('OPID', KEYS[i] .. ' records another operation under this id')
@@ -189,8 +200,17 @@ local function replay(first, field, tag, inc)
       -- Written again, unchanged: a replay under WaitReplicas then waits
       -- for the replicas to have the first run's writes, which came before
       -- (a connection that wrote nothing is not waited for by Redis 8).
-      redis.call('HSET', KEYS[i], field, done)
+      redis.call('HSET', KEYS[i], own, done)
       return string.sub(done, #inc + #tag + 1)
+    end
+  end
+  local firstCall = string.sub(field, RECORD_FIELD + 1)
+  if tag ~= '' and firstCall ~= own then
+    for i = first, #KEYS do
+      local done = redis.call('HGET', KEYS[i], firstCall)
+      if done and string.sub(done, 1, #inc) == inc and string.sub(done, #inc + 1, #inc + #tag) ~= tag then
+        return nil, reject('OPID', KEYS[i] .. ' records another batch under this id (its first call here)')
+      end
     end
   end
   return nil
@@ -202,7 +222,7 @@ end
 -- expire with a hash another process made. inc and tag as in replay.
 local function remember(key, field, tag, inc, answer, ttl)
   if tag == '' then inc = '' end
-  redis.call('HSET', key, field, inc .. tag .. answer)
+  redis.call('HSET', key, ownField(field, tag), inc .. tag .. answer)
   if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
 
