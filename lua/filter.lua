@@ -191,8 +191,16 @@ local function replay(first, field, tag, inc)
   end
   if tag == '' then inc = '' end
   local own = ownField(field, tag)
+  local firstCall = string.sub(field, RECORD_FIELD + 1)
+  local other = false -- the batch's first call here recorded another tag
   for i = first, #KEYS do
-    local done = redis.call('HGET', KEYS[i], own)
+    local done, head
+    if tag == '' or firstCall == own then
+      done = redis.call('HGET', KEYS[i], own)
+    else
+      local got = redis.call('HMGET', KEYS[i], own, firstCall)
+      done, head = got[1], got[2]
+    end
     if done and string.sub(done, 1, #inc) == inc then
       if string.sub(done, #inc + 1, #inc + #tag) ~= tag then
         return nil, reject('OPID', KEYS[i] .. ' records another operation under this id')
@@ -203,15 +211,12 @@ local function replay(first, field, tag, inc)
       redis.call('HSET', KEYS[i], own, done)
       return string.sub(done, #inc + #tag + 1)
     end
-  end
-  local firstCall = string.sub(field, RECORD_FIELD + 1)
-  if tag ~= '' and firstCall ~= own then
-    for i = first, #KEYS do
-      local done = redis.call('HGET', KEYS[i], firstCall)
-      if done and string.sub(done, 1, #inc) == inc and string.sub(done, #inc + 1, #inc + #tag) ~= tag then
-        return nil, reject('OPID', KEYS[i] .. ' records another batch under this id (its first call here)')
-      end
+    if head and string.sub(head, 1, #inc) == inc and string.sub(head, #inc + 1, #inc + #tag) ~= tag then
+      other = true
     end
+  end
+  if other then
+    return nil, reject('OPID', 'the first call of this id here records another batch')
   end
   return nil
 end
