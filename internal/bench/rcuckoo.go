@@ -255,18 +255,7 @@ func (b *bench) percentile(ctx context.Context, cmd, p string) (float64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("INFO latencystats: %w", err)
 	}
-	for line := range strings.Lines(info) {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "latency_percentiles_usec_"+cmd+":")
-		if !ok {
-			continue
-		}
-		for _, field := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(field, p+"="); ok {
-				return strconv.ParseFloat(v, 64)
-			}
-		}
-	}
-	return 0, nil
+	return percentile(info, cmd, p), nil
 }
 
 // reportRcuckoo writes line 17.

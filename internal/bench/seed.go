@@ -324,7 +324,13 @@ func runPhase(ctx context.Context, rdb *redis.Client, w *rbloom.Window, cfg Seed
 	if err != nil {
 		return err
 	}
-	ph.calls, ph.callMean = commandCalls(stats, "evalsha")
+	parsed, err := parseStats(stats)
+	if err != nil {
+		return err
+	}
+	if st := parsed["evalsha"]; st.calls > 0 {
+		ph.calls, ph.callMean = st.calls, float64(st.usec)/float64(st.calls)
+	}
 	if lat, err := rdb.Info(bg, "latencystats").Result(); err == nil {
 		ph.callP999 = percentile(lat, "evalsha", "p99.9")
 	}
@@ -373,35 +379,11 @@ func infoNumber(ctx context.Context, rdb *redis.Client, section, field string) (
 	return 0, errors.New("INFO " + section + " has no " + field)
 }
 
-// commandCalls reads the calls and µs per call of cmd from INFO
-// commandstats.
-func commandCalls(stats, cmd string) (int64, float64) {
-	for line := range strings.SplitSeq(stats, "\r\n") {
-		rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":")
-		if !ok {
-			continue
-		}
-		var calls int64
-		var per float64
-		for kv := range strings.SplitSeq(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec_per_call":
-				per, _ = strconv.ParseFloat(v, 64)
-			}
-		}
-		return calls, per
-	}
-	return 0, 0
-}
-
 // percentile reads percentile p of cmd from INFO latencystats (Redis 7+),
 // in µs; 0 when the server has none.
 func percentile(lat, cmd, p string) float64 {
-	for line := range strings.SplitSeq(lat, "\r\n") {
-		rest, ok := strings.CutPrefix(line, "latency_percentiles_usec_"+cmd+":")
+	for line := range strings.Lines(lat) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "latency_percentiles_usec_"+cmd+":")
 		if !ok {
 			continue
 		}
