@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -88,5 +90,40 @@ func TestOnceReorderedReplay(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestWindowOnceReorderedReplay: the same for a window's
+// TestOrAddManyOnce, which shares the records: a batch that failed half
+// way and is sent again in another order is refused with ErrOpIDReused;
+// in the same order it completes, and then every event is held.
+func TestWindowOnceReorderedReplay(t *testing.T) {
+	for _, reorder := range []bool{true, false} {
+		t.Run(fmt.Sprint("reorder=", reorder), func(t *testing.T) {
+			rdb := realRedis(t)
+			w := must(NewWindow(rdb, "reorder", WindowOptions{EventsPerBucket: 40_000, ErrorRate: 0.01,
+				Bucket: time.Hour, Span: 2 * time.Hour, Partitions: 2})).on(t)
+			evs := events("ev", maxRoundTripSlots/w.f.h.k+5_000)
+			must(w.TestOrAdd(ctx, "the window exists")).on(t)
+			h := &failNth{n: 2}
+			rdb.AddHook(h)
+			h.armed.Store(true)
+			_, err := w.TestOrAddManyOnce(ctx, evs, "B")
+			h.armed.Store(false)
+			if err == nil {
+				t.Fatal("the first attempt did not fail: the batch fits in one round trip")
+			}
+			again := append([]string(nil), evs...)
+			if reorder {
+				rand.New(rand.NewPCG(1, 1)).Shuffle(len(again), func(i, j int) { again[i], again[j] = again[j], again[i] })
+			}
+			_, err = w.TestOrAddManyOnce(ctx, again, "B")
+			if reorder != errors.Is(err, ErrOpIDReused) {
+				t.Fatalf("sent again (reordered: %v): %v", reorder, err)
+			}
+			if !reorder && slices.Contains(must(w.TestMany(ctx, evs)).on(t), false) {
+				t.Error("after the batch completed, an event is not held")
+			}
+		})
 	}
 }
