@@ -501,3 +501,68 @@ func TestCuckooAddDuringResize(t *testing.T) {
 		}
 	}
 }
+
+// TestCuckooFullDuringResize: an add through a handle of the old size,
+// while a resize runs, is sent to the new filter first; when the old
+// filter, full, then refuses it with ErrFull, the new filter does not keep
+// it, and the same operation id sent again, before or after the switch,
+// is refused again: never added once the new filter has room. (Before,
+// the refused items stayed in the new filter, and the id sent again after
+// the switch added them a second time.)
+func TestCuckooFullDuringResize(t *testing.T) {
+	rdb := realRedis(t)
+	for _, parts := range []int{1, 2} {
+		name := fmt.Sprint("ck-full-resizing-", parts)
+		c := newCuckooT(t, rdb, name, Options{Capacity: 100, Partitions: parts})
+		var rows, refused []string
+		for i := 0; len(refused) < 6; i++ {
+			item := fmt.Sprint("item-", i)
+			switch _, err := c.Add(ctx, item); {
+			case errors.Is(err, ErrFull):
+				refused = append(refused, item)
+			case err != nil:
+				t.Fatal(err)
+			default:
+				rows = append(rows, item)
+			}
+		}
+		once, plain := refused[:3], refused[3:]
+		g, err := c.Resize(ctx, Options{Capacity: 1000, Partitions: parts}, func(add func([]string) error) error {
+			for try := range 2 {
+				for _, item := range once {
+					if _, err := c.AddOnce(ctx, item, "id-"+item); !errors.Is(err, ErrFull) {
+						t.Errorf("P=%d: AddOnce(%s) into the full filter, try %d, mid-resize: %v, want ErrFull", parts, item, try, err)
+					}
+				}
+			}
+			for _, item := range plain {
+				if _, err := c.Add(ctx, item); !errors.Is(err, ErrFull) {
+					t.Errorf("P=%d: Add(%s) into the full filter, mid-resize: %v, want ErrFull", parts, item, err)
+				}
+			}
+			return add(rows)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, item := range once {
+			if _, err := g.AddOnce(ctx, item, "id-"+item); !errors.Is(err, ErrFull) {
+				t.Errorf("P=%d: AddOnce(%s) sent again after the switch: %v, want ErrFull again", parts, item, err)
+			}
+		}
+		held := 0
+		for _, fp := range cuckooFingerprints(t, rdb, g.f) {
+			if fp != 0 {
+				held++
+			}
+		}
+		if held != len(rows) {
+			t.Errorf("P=%d: the resized filter holds %d fingerprints, want the %d rows (the refused items stayed)", parts, held, len(rows))
+		}
+		for i, ok := range must(g.TestMany(ctx, rows)).on(t) {
+			if !ok {
+				t.Fatalf("P=%d: %q tests absent in the resized filter", parts, rows[i])
+			}
+		}
+	}
+}

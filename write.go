@@ -109,16 +109,21 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 		})
 		// A call answers '?' when its partition does not exist and it may
 		// not create it; settle decides, and the calls go again.
+		var target string   // a resize's new header, from '!' replies
+		var sent [][]string // per call, the items forwarded to target's copies
 		for try := 0; len(calls) > 0; try++ {
 			replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
+			if err != nil && sent != nil && errors.Is(scriptError(err), ErrFull) {
+				return f.unforward(ctx, op, target, calls, sent, err)
+			}
 			if err != nil {
 				return err
 			}
 			var again []scriptCall
 			var againAt [][]int
-			var target string // a resize's new header, from '!' replies
 			var forward []string
 			var forwarded []scriptCall
+			target, sent = "", nil
 			missing := false
 			for c, r := range replies {
 				if r == "?" {
@@ -127,10 +132,16 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 				}
 				if t, ok := strings.CutPrefix(r, "!"); ok {
 					target = t
+					var items []string
 					for _, pos := range answers[c] {
-						forward = append(forward, chunk[pos])
+						items = append(items, chunk[pos])
 					}
+					forward = append(forward, items...)
 					calls[c].args[3] = "f" // the items will be in the copies
+					for len(sent) < len(again) {
+						sent = append(sent, nil)
+					}
+					sent = append(sent, items)
 					again, againAt = append(again, calls[c]), append(againAt, answers[c])
 					forwarded = append(forwarded, calls[c])
 					continue
@@ -154,6 +165,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 							c.args[3] = "1"
 						}
 					}
+					sent = nil
 				} else if err != nil {
 					return err
 				}
@@ -201,13 +213,9 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 // is applied once too: a caller that sends the id again after a failure
 // does not add the items to the copies a second time.
 func (f *filter) forward(ctx context.Context, target string, op writeOp, items []string) error {
-	h, err := parseHeader(target)
+	next, err := f.resizedTo(target)
 	if err != nil {
-		return fmt.Errorf("the header of the filter %s is resized into: %w", f.name, err)
-	}
-	next := f.withHeader(h)
-	for p := range next.parts {
-		next.parts[p].key = copyKey(next.parts[p].key)
+		return err
 	}
 	fwd := next.addOp()
 	fwd.create, fwd.fill = false, true
@@ -222,6 +230,59 @@ func (f *filter) forward(ctx context.Context, target string, op writeOp, items [
 		return fmt.Errorf("%s is being resized, and the new filter's copies refused the items (open it again once the resize is over): %w", f.name, err)
 	}
 	return nil
+}
+
+// unforward is called when a call of op that sent its items to the copies
+// of the filter f is being resized into (target) was then refused by f's
+// own partition with ErrFull (err): another writer filled it meanwhile.
+// The refused calls recorded their refusal (full in filter.lua), so that
+// sent again they are refused again; unforward finds them by sending
+// every forwarded call again alone, and removes their items from the
+// copies (a classic filter cannot: they stay there, as false positives),
+// so that the new filter does not hold items the caller was told were not
+// added. sent[c] are calls[c]'s forwarded items.
+func (f *filter) unforward(ctx context.Context, op writeOp, target string, calls []scriptCall, sent [][]string, err error) error {
+	var undo []string
+	for c, items := range sent {
+		if items == nil {
+			continue
+		}
+		_, again := runScripts(ctx, f.rdb, op.script, f.fcall, calls[c:c+1], f.repl)
+		if errors.Is(scriptError(again), ErrFull) {
+			undo = append(undo, items...)
+		}
+	}
+	if len(undo) == 0 || f.h.mode == ModeClassic {
+		return err
+	}
+	next, herr := f.resizedTo(target)
+	if herr != nil {
+		return fmt.Errorf("%w; and then: %w", err, herr)
+	}
+	rm := next.removeOp()
+	rm.fill = true
+	if op.opID != "" { // applied once, as the forward was
+		rm.batch = digest(undo)
+		rm.opID, rm.keep = op.opID+"\x00unforward\x00"+hex.EncodeToString([]byte(rm.batch)), op.keep
+	}
+	if _, uerr := next.write(ctx, rm, undo); uerr != nil {
+		return fmt.Errorf("%w; and then, taking its items out of the filter being resized into (they stay there, as false positives): %w", err, uerr)
+	}
+	return err
+}
+
+// resizedTo returns a handle of the copies of the filter that f is being
+// resized into, whose header add.lua answered with.
+func (f *filter) resizedTo(target string) (*filter, error) {
+	h, err := parseHeader(target)
+	if err != nil {
+		return nil, fmt.Errorf("the header of the filter %s is resized into: %w", f.name, err)
+	}
+	next := f.withHeader(h)
+	for p := range next.parts {
+		next.parts[p].key = copyKey(next.parts[p].key)
+	}
+	return next, nil
 }
 
 // pack makes the script calls for the items placed by pl: one per perCall

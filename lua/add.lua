@@ -20,7 +20,8 @@
 --           not, and the client has already added the items to the copies
 --           of a resize (see below)
 -- ARGV[5]   the most items the partition may hold after this call, 0 for
---           no bound: a call that would pass it adds nothing
+--           no bound: a call that would pass it adds nothing (with ARGV[4]
+--           'f', it records its refusal: see full in filter.lua)
 -- ARGV[6]   the record's field (RECORD_FIELD bytes)
 -- ARGV[7]   the record's tag: a digest of the items an operation id was
 --           used for (RECORD_TAG bytes); empty for a call's random record
@@ -114,7 +115,7 @@ end
 local out, adds = nil, n
 if onlyAbsent == '1' then out, bitfield, adds = absent() end
 if limit > 0 and adds > 0 and (exists and itemsOf(head) or 0) + adds > limit then
-  return reject('FULL', key .. ' would hold more than ' .. limit .. ' items')
+  return full(create, record, field, tag, inc, keep, key .. ' would hold more than ' .. limit .. ' items')
 end
 -- After the bound: an add refused with FULL must not reach the new filter.
 if exists and create ~= 'f' then

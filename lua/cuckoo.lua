@@ -2,8 +2,10 @@
 -- from it (cuckoo.go). Each call is atomic, and writes only at its end, in
 -- one BITFIELD: an insert that cannot place its item (the planned load
 -- reached, or CUCKOO_KICKS kicks without a free slot) fails the whole call
--- with RBLOOM_FULL having written nothing, so every fingerprint it kicked
--- stays where it was. The first insert creates the partition.
+-- with RBLOOM_FULL having written nothing (but, after a forward, ARGV[4]
+-- 'f', the record of its refusal: see full in filter.lua), so every
+-- fingerprint it kicked stays where it was. The first insert creates the
+-- partition.
 --
 -- The partition: the 64-byte header (header.go, mode 'k', k = f the
 -- fingerprint width, m the number of buckets), then m buckets of
@@ -275,9 +277,9 @@ for i = 1, n do
     local seen = has(main, b, b2, fp)
     out[i] = seen and '1' or '0'
     if not (seen and onlyAbsent == '1') then
-      local full = insert(main, b, b2, fp)
-      if not full and other then full = insert(other, b, b2, fp) end
-      if full then return reject('FULL', full) end
+      local why = insert(main, b, b2, fp)
+      if not why and other then why = insert(other, b, b2, fp) end
+      if why then return full(create, record, field, tag, inc, keep, why) end
     end
   end
 end

@@ -209,7 +209,9 @@ local function replay(first, field, tag, inc)
       -- for the replicas to have the first run's writes, which came before
       -- (a connection that wrote nothing is not waited for by Redis 8).
       redis.call('HSET', KEYS[i], own, done)
-      return string.sub(done, #inc + #tag + 1)
+      local answer = string.sub(done, #inc + #tag + 1)
+      if string.sub(answer, 1, 1) == 'F' then return nil, reject('FULL', string.sub(answer, 2)) end
+      return answer
     end
     if head and string.sub(head, 1, #inc) == inc and string.sub(head, #inc + 1, #inc + #tag) ~= tag then
       other = true
@@ -229,6 +231,16 @@ local function remember(key, field, tag, inc, answer, ttl)
   if tag == '' then inc = '' end
   redis.call('HSET', key, ownField(field, tag), inc .. tag .. answer)
   if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+
+-- full returns the FULL error for why. A call whose items the client has
+-- already added to the copies of a resize (create 'f') first records the
+-- refusal, as 'F' and why, which replay answers with: sent again, before
+-- or after the switch, the call is refused again, never applied, so the
+-- client's undo of its forward stands (write.go, unforward).
+local function full(create, record, field, tag, inc, keep, why)
+  if create == 'f' then remember(record, field, tag, inc, 'F' .. why, keep) end
+  return reject('FULL', why)
 end
 
 -- build appends op <type> <offset> value to args for each offset in
