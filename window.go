@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -492,8 +493,9 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 }
 
 // TestMany reports for each event whether it was seen within the window,
-// and adds nothing. It runs no script: one transaction per partition it
-// touches reads the ring's state and the events' words.
+// and adds nothing. It runs no script: transactions read the ring's state
+// and the events' words, each at most a script call's words (about 300 us
+// of Redis at the seed's size), with the root's state (Window.root).
 func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) {
 	f := w.f
 	out := make([]bool, len(events))
@@ -504,33 +506,38 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 	}
 	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
 		pl := w.place(events[lo:hi])
-		var touched []int // the partitions of the events, and the root (Window.root)
-		for p, group := range pl.groups {
-			if len(group) > 0 || p == w.root {
-				touched = append(touched, p)
-			}
+		// A transaction per maxWindowWords words of a partition's events
+		// (and the root's ring, which every read looks at: Window.root),
+		// each reading the ring's state with them.
+		type unit struct {
+			p      int
+			events []int
+			head   ringRead
+			words  *redis.IntSliceCmd
 		}
-		heads := make([]ringRead, len(touched))
-		reads := make([][]*redis.IntSliceCmd, len(touched))
-		err := f.transact(ctx, touched, func(pipe redis.Pipeliner, i int) {
-			p := touched[i]
-			heads[i] = w.readRing(ctx, pipe, p)
-			group := pl.groups[p]
-			for a, z := range spans(len(group), max(1, maxWindowWords/(f.h.k*len(fields)))) {
+		var touched []*unit
+		perTx := max(1, maxWindowWords/(f.h.k*len(fields)))
+		txs := unitsOf(pl.groups, perTx, func(p int) bool { return p == w.root }, func(p int, events []int) txUnit {
+			u := &unit{p: p, events: events}
+			touched = append(touched, u)
+			return txUnit{p: p, slots: len(events) * f.h.k * len(fields), queue: func(pipe redis.Pipeliner) {
+				u.head = w.readRing(ctx, pipe, p)
+				if len(events) == 0 {
+					return
+				}
 				args := []any{"BITFIELD_RO", w.ringKey(p)}
-				for _, e := range group[a:z] {
+				for _, e := range events {
 					for _, o := range pl.offsets[e*f.h.k : (e+1)*f.h.k] {
 						for j := range fields {
 							args = append(args, argGet, types[j], o+uint64(ringFieldBits*j))
 						}
 					}
 				}
-				cmd := redis.NewIntSliceCmd(ctx, args...)
-				_ = pipe.Process(ctx, cmd)
-				reads[i] = append(reads[i], cmd)
-			}
+				u.words = redis.NewIntSliceCmd(ctx, args...)
+				_ = pipe.Process(ctx, u.words)
+			}}
 		})
-		if err != nil {
+		if err := f.transact(ctx, txs, maxWindowWords); err != nil {
 			return nil, callError("window test", err)
 		}
 		type read struct {
@@ -541,47 +548,45 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 		states := make([]read, len(touched))
 		var missing []int
 		rootLives := false
-		for i, p := range touched {
-			st, nowMS, ok, err := w.state(p, heads[i])
+		for i, u := range touched {
+			st, nowMS, ok, err := w.state(u.p, u.head)
 			if err != nil {
 				return nil, callError("window test", err)
 			}
 			states[i] = read{st, nowMS, ok}
 			switch {
-			case p == w.root:
-				rootLives = ok
-			case !ok:
-				missing = append(missing, p)
+			case u.p == w.root:
+				rootLives = rootLives || ok
+			case !ok && !slices.Contains(missing, u.p):
+				missing = append(missing, u.p)
 			}
 		}
 		if err := w.lost(ctx, rootLives, missing); err != nil {
 			return nil, callError("window test", err)
 		}
 		words := make([][]uint32, f.h.k)
-		for i, p := range touched {
+		for i, u := range touched {
 			st, nowMS, ok := states[i].st, states[i].nowMS, states[i].ok
-			if !ok {
+			if !ok || u.words == nil {
 				continue // no ring: nothing seen
 			}
-			c, err := st.current(w.ringKey(p), nowMS)
+			c, err := st.current(w.ringKey(u.p), nowMS)
 			if err != nil {
 				return nil, callError("window test", err)
 			}
 			mask := st.liveMask(w.r, c)
-			group := pl.groups[p]
-			at := 0
-			for _, cmd := range reads[i] {
-				vals := cmd.Val()
-				for e := 0; e*f.h.k*len(fields) < len(vals); e++ {
-					for t := range words {
-						words[t] = words[t][:0]
-						for j := range fields {
-							words[t] = append(words[t], uint32(vals[(e*f.h.k+t)*len(fields)+j]))
-						}
+			vals := u.words.Val()
+			if len(vals) != len(u.events)*f.h.k*len(fields) {
+				return nil, callError("window test", fmt.Errorf("BITFIELD_RO answered %d values, want %d", len(vals), len(u.events)*f.h.k*len(fields)))
+			}
+			for e, pos := range u.events {
+				for t := range words {
+					words[t] = words[t][:0]
+					for j := range fields {
+						words[t] = append(words[t], uint32(vals[(e*f.h.k+t)*len(fields)+j]))
 					}
-					out[lo+group[at]] = seen(words, mask)
-					at++
 				}
+				out[lo+pos] = seen(words, mask)
 			}
 		}
 	}
@@ -655,12 +660,12 @@ type GenerationInfo struct {
 func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 	f := w.f
 	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
-	all := make([]int, len(f.parts))
 	reads := make([]ringRead, len(f.parts))
+	all := make([]txUnit, len(f.parts))
 	for p := range all {
-		all[p] = p
+		all[p] = txUnit{p: p, queue: func(pipe redis.Pipeliner) { reads[p] = w.readRing(ctx, pipe, p) }}
 	}
-	err := f.transact(ctx, all, func(pipe redis.Pipeliner, p int) { reads[p] = w.readRing(ctx, pipe, p) })
+	err := f.transact(ctx, all, 0)
 	if err != nil {
 		return nil, callError("window info", err)
 	}
