@@ -304,23 +304,31 @@ func (r rebuilder) abort(ctx context.Context, err error) error {
 }
 
 // resized returns a handle like f's of the filter at the size o gives:
-// o's stored fields, as NewCounting reads them (IDLifetime 0 keeps f's).
+// o's stored fields, as NewCounting reads them (IDLifetime must be 0 or
+// f's: the id lifetime names the hashes of the records).
 func (f *filter) resized(o Options) (*filter, error) {
 	h, err := o.resolve(f.h.mode)
 	if err != nil {
 		return nil, err
 	}
-	if o.IDLifetime == 0 {
+	switch {
+	case o.IDLifetime == 0:
 		h.once = f.h.once
+	case h.onceSeconds() != f.h.onceSeconds():
+		// The records of operation ids are kept in hashes named by the id
+		// lifetime: the resized filter would not find those made before,
+		// and ids sent again would be applied again.
+		return nil, failf(ErrInvalidOptions, "IDLifetime = %v: a resize keeps the filter's id lifetime (leave it 0)", o.IDLifetime)
 	}
 	return f.withHeader(h), nil
 }
 
 // Resize rebuilds the filter at the size o gives (its Capacity and
 // ErrorRate, or Slots and Hashes, and Partitions, as NewCounting reads
-// them; IDLifetime 0 keeps the filter's), without stopping it, and returns
-// a handle of the resized filter with c's settings. Use it when Info says
-// the filter is overfull. fill follows the rule of Rebuild.
+// them; IDLifetime 0 or the filter's, which a resize keeps), without
+// stopping it, and returns a handle of the resized filter with c's
+// settings. Use it when Info says the filter is overfull. fill follows the
+// rule of Rebuild.
 //
 // While the new filter is filled, every process keeps reading the old one,
 // and its adds go to both: a handle of the old size learns the new size
@@ -333,10 +341,13 @@ func (f *filter) resized(o Options) (*filter, error) {
 //
 // Operation ids are remembered by partition key. A resize that keeps the
 // number of partitions keeps every item in a partition of the same key,
-// and the ids recorded there are still honoured; with another number of
-// partitions, an AddOnce or RemoveOnce applied before the switch and sent
-// again after it may be applied again (see docs/guarantees.md, "What it cannot
-// promise"). The errors are those of Rebuild.
+// and the ids recorded there are still honoured, but refused with
+// ErrOpIDReused when k changes (a batch is then cut into other calls);
+// with another number of partitions, an AddOnce or RemoveOnce applied
+// before the switch and sent again after it may be applied again, and so
+// may an add that failed with ErrParamsMismatch at the switch (see
+// docs/guarantees.md, "What it cannot promise"). The errors are those of
+// Rebuild.
 func (c *Counting) Resize(ctx context.Context, o Options, fill func(add func(items []string) error) error) (*Counting, error) {
 	g, err := c.resize(ctx, o, fill)
 	if err != nil {

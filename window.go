@@ -250,7 +250,7 @@ func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([
 	perCall := max(1, maxWindowWords/(f.h.k*len(w.r.fields())))
 	batch := ""
 	if opID != "" {
-		batch = digest(events)
+		batch = digest(events, perCall)
 	}
 	seq := make([]int, len(f.parts))
 	created := false

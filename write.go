@@ -82,7 +82,7 @@ func (f *filter) writeOnce(ctx context.Context, op writeOp, items []string, opID
 	if opID == "" || len(opID) > 256 {
 		return nil, callError(op.name, failf(ErrInvalidOptions, "operation id %q: want 1 to 256 bytes", opID))
 	}
-	op.opID, op.keep, op.batch = opID, f.idLifetime, digest(items)
+	op.opID, op.keep, op.batch = opID, f.idLifetime, digest(items, f.perCall())
 	return f.write(ctx, op, items)
 }
 
@@ -223,7 +223,7 @@ func (f *filter) forward(ctx context.Context, target string, op writeOp, items [
 		// The forward of each round trip of the batch is a batch of its
 		// own: its id names its items, as the same batch sent again
 		// forwards the same items.
-		fwd.batch = digest(items)
+		fwd.batch = digest(items, next.perCall())
 		fwd.opID, fwd.keep = op.opID+"\x00forward\x00"+hex.EncodeToString([]byte(fwd.batch)), op.keep
 	}
 	if _, err := next.write(ctx, fwd, items); err != nil {
@@ -242,15 +242,30 @@ func (f *filter) forward(ctx context.Context, target string, op writeOp, items [
 // so that the new filter does not hold items the caller was told were not
 // added. sent[c] are calls[c]'s forwarded items.
 func (f *filter) unforward(ctx context.Context, op writeOp, target string, calls []scriptCall, sent [][]string, err error) error {
+	// The caller's deadline may be what ended the calls: the undo gets
+	// its own, so that a refusal is not left in the new filter for that.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unforwardTimeout)
+	defer cancel()
+	err = scriptError(err) // now, as callError would drop what is added to a Redis error
 	var undo []string
+	var unsure error // why a call's refusal could not be confirmed
 	for c, items := range sent {
 		if items == nil {
 			continue
 		}
 		_, again := runScripts(ctx, f.rdb, op.script, f.fcall, calls[c:c+1], f.repl)
-		if errors.Is(scriptError(again), ErrFull) {
+		switch again = scriptError(again); {
+		case errors.Is(again, ErrFull):
 			undo = append(undo, items...)
+		case again != nil:
+			unsure = again
 		}
+	}
+	if unsure != nil {
+		// The resize switched meanwhile (the old partition is gone), or
+		// the server failed: a refused call cannot be told from one that
+		// applied, whose items must stay. Not a quiet ErrFull.
+		err = fmt.Errorf("%w; and then, the items sent to the filter being resized into may stay there, as false positives (the refused call could not be told apart: %w)", err, unsure)
 	}
 	if len(undo) == 0 || f.h.mode == ModeClassic {
 		return err
@@ -262,7 +277,7 @@ func (f *filter) unforward(ctx context.Context, op writeOp, target string, calls
 	rm := next.removeOp()
 	rm.fill = true
 	if op.opID != "" { // applied once, as the forward was
-		rm.batch = digest(undo)
+		rm.batch = digest(undo, next.perCall())
 		rm.opID, rm.keep = op.opID+"\x00unforward\x00"+hex.EncodeToString([]byte(rm.batch)), op.keep
 	}
 	if _, uerr := next.write(ctx, rm, undo); uerr != nil {
@@ -284,6 +299,9 @@ func (f *filter) resizedTo(target string) (*filter, error) {
 	}
 	return next, nil
 }
+
+// unforwardTimeout bounds the undo of a refused forward (unforward).
+const unforwardTimeout = 10 * time.Second
 
 // pack makes the script calls for the items placed by pl: one per perCall
 // items of each partition, made by call, and the positions each answers
