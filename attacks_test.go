@@ -321,7 +321,7 @@ func TestResizeOnceForwardedOnce(t *testing.T) {
 		head := must(rdb.GetRange(ctx, copyKey(c.f.parts[0].key), 0, headerSize-1).Result()).on(t)
 		op := c.f.addOp()
 		op.opID, op.keep = "ev-1", c.f.idLifetime
-		if err := c.f.forward(ctx, head, op, []string{"x"}); err != nil {
+		if _, err := c.f.forward(ctx, head, op, []string{"x"}); err != nil {
 			return err
 		}
 		if _, err := c.AddOnce(ctx, "x", "ev-1"); err != nil { // the caller's retry

@@ -429,6 +429,8 @@ func TestCuckooForgedArguments(t *testing.T) {
 		"bad create flag":         append([]any{head, "0", "60000", "2", "0", forgedField, "", "0", "a"}, "1", "5"),
 		"bad absent flag":         append([]any{head, "0", "60000", "1", "0", forgedField, "", "2", "a"}, "1", "5"),
 		"a counting header":       append([]any{counting.f.parts[0].head, "0", "60000", "1", "0", forgedField, "", "0", "a"}, "1", "5"),
+		"record-only, answer 2":   append([]any{head, "0", "60000", "r2", "0", forgedField, "", "0", "a"}, "1", "5"),
+		"record-only delete":      append([]any{head, "0", "60000", "r1", "0", forgedField, "", "0", "d"}, "1", "5"),
 	}
 	var many []any
 	for range cuckooItemsPerCall + 1 {

@@ -345,9 +345,9 @@ func (f *filter) resized(o Options) (*filter, error) {
 // ErrOpIDReused when k changes (a batch is then cut into other calls);
 // with another number of partitions, an AddOnce or RemoveOnce applied
 // before the switch and sent again after it may be applied again, and so
-// may an add that failed with ErrParamsMismatch at the switch (see
-// docs/guarantees.md, "What it cannot promise"). The errors are those of
-// Rebuild.
+// may an add that failed with ErrParamsMismatch at the switch, the rare
+// case the client cannot record itself (see docs/guarantees.md, "What it
+// cannot promise"). The errors are those of Rebuild.
 func (c *Counting) Resize(ctx context.Context, o Options, fill func(add func(items []string) error) error) (*Counting, error) {
 	g, err := c.resize(ctx, o, fill)
 	if err != nil {

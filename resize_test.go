@@ -367,3 +367,71 @@ func TestFullMidResizeUndone(t *testing.T) {
 		t.Errorf("AddOnce refused by the full filter, its undo after the switch: %v, and x has %d copies in the resized filter: want ErrFull saying so", werr, n)
 	}
 }
+
+// TestOnceForwardedThenSwitched: an AddManyOnce of a handle of the old
+// size, forwarded to the resize's new filter, whose call to the old
+// partition comes only after the switch (a hook holds it), is recorded in
+// the resized filter and answered: sent again on a reopened handle, it is
+// not applied a second time (found by an outside review: the count went
+// from 1 to 2, after ErrParamsMismatch).
+func TestOnceForwardedThenSwitched(t *testing.T) {
+	admin := realRedis(t)
+	for _, mode := range []string{"counting", "cuckoo"} {
+		name := "fwd-switched-" + mode
+		o := Options{Capacity: 10000, Partitions: 1}
+		open := func(rdb *redis.Client) Filter {
+			if mode == "cuckoo" {
+				return newCuckooT(t, rdb, name, o)
+			}
+			return newCounting(t, rdb, name, o)
+		}
+		resizer := open(admin)
+		must(resizer.Add(ctx, "base")).on(t)
+		hook := &afterForward{release: make(chan struct{})}
+		hook.n.Store(1) // hold the first call after the forward
+		wrdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})
+		defer wrdb.Close()
+		wrdb.AddHook(hook)
+		writer := open(wrdb)
+		done := make(chan error)
+		fill := func(add func([]string) error) error {
+			if err := add([]string{"base"}); err != nil {
+				return err
+			}
+			go func() { _, err := writer.AddManyOnce(ctx, []string{"x", "y"}, "event-1"); done <- err }()
+			for hook.n.Load() < 2 {
+				time.Sleep(time.Millisecond)
+			}
+			return nil
+		}
+		var err error
+		if mode == "cuckoo" {
+			_, err = resizer.(*Cuckoo).Resize(ctx, Options{Capacity: 20000, Partitions: 1}, fill)
+		} else {
+			_, err = resizer.(*Counting).Resize(ctx, Options{Capacity: 20000, Partitions: 1}, fill)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(hook.release)
+		if err := <-done; err != nil {
+			t.Errorf("%s: AddManyOnce whose call came after the switch: %v, want it done", mode, err)
+		}
+		re := must(Open(ctx, admin, name)).on(t)
+		if _, err := re.AddManyOnce(ctx, []string{"x", "y"}, "event-1"); err != nil {
+			t.Errorf("%s: event-1 sent again: %v", mode, err)
+		}
+		for _, item := range []string{"x", "y"} {
+			var n int
+			switch f := re.(type) {
+			case *Counting:
+				n = must(f.Count(ctx, item)).on(t)
+			case *Cuckoo:
+				n = must(f.Count(ctx, item)).on(t)
+			}
+			if n != 1 {
+				t.Errorf("%s: Count(%s) = %d after event-1 and its replay, want 1", mode, item, n)
+			}
+		}
+	}
+}

@@ -58,19 +58,20 @@ func TestForgedArguments(t *testing.T) {
 				}
 			}
 			for name, args := range map[string][]any{
-				"bad TTL":         append([]any{c.f.parts[0].head, "abc", "60000", "1", "0", forgedField, "", "0"}, ok...),
-				"negative TTL":    append([]any{c.f.parts[0].head, "-1", "60000", "1", "0", forgedField, "", "0"}, ok...),
-				"zero keep":       append([]any{c.f.parts[0].head, "0", "0", "1", "0", forgedField, "", "0"}, ok...),
-				"bad create":      append([]any{c.f.parts[0].head, "0", "60000", "2", "0", forgedField, "", "0"}, ok...),
-				"bad limit":       append([]any{c.f.parts[0].head, "0", "60000", "1", "-1", forgedField, "", "0"}, ok...),
-				"limit reached":   append([]any{c.f.parts[0].head, "0", "60000", "1", "1", forgedField, "", "0"}, append(slices.Clone(ok), ok...)...),
-				"bad only-absent": append([]any{c.f.parts[0].head, "0", "60000", "1", "0", forgedField, "", "2"}, ok...),
-				"short tag":       append([]any{c.f.parts[0].head, "0", "60000", "1", "0", forgedField, "short", "0"}, ok...),
-				"long field":      append([]any{c.f.parts[0].head, "0", "60000", "1", "0", strings.Repeat("a", 13), "", "0"}, ok...),
-				"tag, one key":    append([]any{c.f.parts[0].head, "0", "60000", "1", "0", forgedField, "12345678", "0"}, ok...),
-				"short header":    append([]any{c.f.parts[0].head[:63], "0", "60000", "1", "0", forgedField, "", "0"}, ok...),
-				"huge m":          append([]any{huge, "0", "60000", "1", "0", forgedField, "", "0"}, ok...),
-				"foreign header":  append([]any{strings.Repeat("x", 64), "0", "60000", "1", "0", forgedField, "", "0"}, ok...),
+				"bad TTL":               append([]any{c.f.parts[0].head, "abc", "60000", "1", "0", forgedField, "", "0"}, ok...),
+				"negative TTL":          append([]any{c.f.parts[0].head, "-1", "60000", "1", "0", forgedField, "", "0"}, ok...),
+				"zero keep":             append([]any{c.f.parts[0].head, "0", "0", "1", "0", forgedField, "", "0"}, ok...),
+				"bad create":            append([]any{c.f.parts[0].head, "0", "60000", "2", "0", forgedField, "", "0"}, ok...),
+				"record-only, answer 2": append([]any{c.f.parts[0].head, "0", "60000", "r2", "0", forgedField, "", "0"}, ok...),
+				"bad limit":             append([]any{c.f.parts[0].head, "0", "60000", "1", "-1", forgedField, "", "0"}, ok...),
+				"limit reached":         append([]any{c.f.parts[0].head, "0", "60000", "1", "1", forgedField, "", "0"}, append(slices.Clone(ok), ok...)...),
+				"bad only-absent":       append([]any{c.f.parts[0].head, "0", "60000", "1", "0", forgedField, "", "2"}, ok...),
+				"short tag":             append([]any{c.f.parts[0].head, "0", "60000", "1", "0", forgedField, "short", "0"}, ok...),
+				"long field":            append([]any{c.f.parts[0].head, "0", "60000", "1", "0", strings.Repeat("a", 13), "", "0"}, ok...),
+				"tag, one key":          append([]any{c.f.parts[0].head, "0", "60000", "1", "0", forgedField, "12345678", "0"}, ok...),
+				"short header":          append([]any{c.f.parts[0].head[:63], "0", "60000", "1", "0", forgedField, "", "0"}, ok...),
+				"huge m":                append([]any{huge, "0", "60000", "1", "0", forgedField, "", "0"}, ok...),
+				"foreign header":        append([]any{strings.Repeat("x", 64), "0", "60000", "1", "0", forgedField, "", "0"}, ok...),
 			} {
 				err := addScript.Run(ctx, rdb, forgedKeys(key), args...).Err()
 				if err == nil {

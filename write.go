@@ -111,10 +111,18 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 		// not create it; settle decides, and the calls go again.
 		var target string   // a resize's new header, from '!' replies
 		var sent [][]string // per call, the items forwarded to target's copies
+		var fwdAt []int     // the positions in chunk of the items forwarded
+		var fwdOut []bool   // and the copies' answers for them
 		for try := 0; len(calls) > 0; try++ {
 			replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
 			if err != nil && sent != nil && errors.Is(scriptError(err), ErrFull) {
 				return f.unforward(ctx, op, target, calls, sent, err)
+			}
+			if err != nil && sent != nil && op.opID != "" && len(fwdAt) == len(items) {
+				// Forwarded whole, then refused: perhaps the resize switched.
+				if done, err := f.recordForwarded(ctx, op, target, items, fwdAt, fwdOut, out); done {
+					return err
+				}
 			}
 			if err != nil {
 				return err
@@ -123,7 +131,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 			var againAt [][]int
 			var forward []string
 			var forwarded []scriptCall
-			target, sent = "", nil
+			target, sent, fwdAt = "", nil, nil
 			missing := false
 			for c, r := range replies {
 				if r == "?" {
@@ -136,7 +144,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 					for _, pos := range answers[c] {
 						items = append(items, chunk[pos])
 					}
-					forward = append(forward, items...)
+					forward, fwdAt = append(forward, items...), append(fwdAt, answers[c]...)
 					calls[c].args[3] = "f" // the items will be in the copies
 					for len(sent) < len(again) {
 						sent = append(sent, nil)
@@ -155,7 +163,8 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 				break
 			}
 			if forward != nil {
-				err := f.forward(ctx, target, op, forward)
+				var err error
+				fwdOut, err = f.forward(ctx, target, op, forward)
 				if errors.Is(err, ErrRebuildLost) && try < 5 {
 					// The resize switched or gave up meanwhile: the calls
 					// go again as they were, to find out which.
@@ -165,7 +174,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 							c.args[3] = "1"
 						}
 					}
-					sent = nil
+					sent, fwdAt = nil, nil
 				} else if err != nil {
 					return err
 				}
@@ -212,10 +221,10 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 // when it takes its place (rebuild.go). Under an operation id, the forward
 // is applied once too: a caller that sends the id again after a failure
 // does not add the items to the copies a second time.
-func (f *filter) forward(ctx context.Context, target string, op writeOp, items []string) error {
+func (f *filter) forward(ctx context.Context, target string, op writeOp, items []string) ([]bool, error) {
 	next, err := f.resizedTo(target)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fwd := next.addOp()
 	fwd.create, fwd.fill = false, true
@@ -226,10 +235,77 @@ func (f *filter) forward(ctx context.Context, target string, op writeOp, items [
 		fwd.batch = digest(items, next.perCall())
 		fwd.opID, fwd.keep = op.opID+"\x00forward\x00"+hex.EncodeToString([]byte(fwd.batch)), op.keep
 	}
-	if _, err := next.write(ctx, fwd, items); err != nil {
-		return fmt.Errorf("%s is being resized, and the new filter's copies refused the items (open it again once the resize is over): %w", f.name, err)
+	out, err := next.write(ctx, fwd, items)
+	if err != nil {
+		return nil, fmt.Errorf("%s is being resized, and the new filter's copies refused the items (open it again once the resize is over): %w", f.name, err)
 	}
-	return nil
+	return out, nil
+}
+
+// recordForwarded is called when the calls of op to f's own partitions
+// failed after items, a whole batch, were forwarded to the copies of the
+// filter being resized into (target), fwdOut their answers for the items
+// at positions fwdAt. When that filter has switched in meanwhile (f's
+// calls then fail with ErrParamsMismatch, or find their partition gone),
+// the items are where they belong, and only the operation id is missing:
+// recordForwarded records it in the resized filter, at the calls a replay
+// there makes, with those answers, changing nothing (add.lua's 'r'), sets
+// out and reports true: the operation is done, once. Otherwise, or for a
+// batch the resized filter would cut into other round trips, it reports
+// false, and the caller's error stands. (Found by an outside review:
+// such an id, sent again on a reopened handle, was applied again.)
+func (f *filter) recordForwarded(ctx context.Context, op writeOp, target string, items []string, fwdAt []int, fwdOut []bool, out []bool) (bool, error) {
+	h, err := parseHeader(target)
+	if err != nil || len(fwdOut) != len(fwdAt) {
+		return false, nil
+	}
+	g := f.withHeader(h)
+	if len(items) > g.perRoundTrip() {
+		return false, nil
+	}
+	root := g.parts[0]
+	pipe := g.rdb.Pipeline()
+	head := pipe.GetRange(ctx, root.key, 0, identitySize-1)
+	if _, err := pipe.Exec(ctx); err != nil || head.Val() != root.head[:identitySize] {
+		return false, nil // not switched, or cannot tell
+	}
+	was := make([]bool, len(items))
+	for j, pos := range fwdAt {
+		was[pos] = fwdOut[j]
+	}
+	rec := op
+	rec.script, rec.create, rec.batch = g.addScript(), false, digest(items, g.perCall())
+	pl := g.place(items)
+	calls, at := pack(pl, g.perCall(), make([]int, len(g.parts)), func(p, seq int, at []int) scriptCall {
+		c := g.call(rec, p, seq, items, pl, at)
+		answers := []byte{'r'}
+		for _, pos := range at {
+			answers = append(answers, "01"[b2i(was[pos])])
+		}
+		c.args[3] = string(answers)
+		return c
+	})
+	replies, err := runScripts(ctx, g.rdb, rec.script, g.fcall, calls, g.repl)
+	if err != nil {
+		return true, fmt.Errorf("%s was resized meanwhile; the items are in the resized filter, but their operation id could not be recorded there: %w", f.name, scriptError(err))
+	}
+	for c, r := range replies {
+		if r == "?" {
+			return true, failf(ErrDamaged, "%s was resized meanwhile, and a partition of the resized filter is missing", f.name)
+		}
+		if err := answer(r, at[c], out); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // unforward is called when a call of op that sent its items to the copies

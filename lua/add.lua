@@ -18,7 +18,9 @@
 --           creates the partitions of a filter together, so that one that
 --           vanished alone is noticed rather than recreated empty); 'f' if
 --           not, and the client has already added the items to the copies
---           of a resize (see below)
+--           of a resize (see below); 'r' and one answer per item ('0' or
+--           '1') to record those answers and change nothing (see
+--           recordOnly in filter.lua)
 -- ARGV[5]   the most items the partition may hold after this call, 0 for
 --           no bound: a call that would pass it adds nothing (with ARGV[4]
 --           'f', it records its refusal: see full in filter.lua)
@@ -64,6 +66,7 @@ local done
 done, err = replay(3, field, tag, inc)
 if err then return err end
 if done then return done end
+if create == 'r' then return recordOnly(record, field, tag, inc, a.answers, n, keep) end
 local copy
 copy, err = copyOf(head, f, copyKey)
 if err then return err end

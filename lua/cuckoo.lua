@@ -23,7 +23,7 @@
 -- ARGV[1]   the partition's 64-byte header, as in add.lua
 -- ARGV[2]   TTL in ms given to a partition this call creates, 0 for none
 -- ARGV[3]   the TTL in ms a record hash gets from its first record
--- ARGV[4]   '1', '0' or 'f', as in add.lua ('0' for a delete)
+-- ARGV[4]   '1', '0', 'f' or 'r' and answers, as in add.lua ('0' for a delete)
 -- ARGV[5]   the most items the partition may hold after this call, 0 for
 --           no bound (Options.MaxItems); the planned load,
 --           CUCKOO_MAX_LOAD of the 4m slots, bounds it anyway
@@ -54,7 +54,7 @@ local a, bad = addArgs(ARGV)
 if not a then return bad end
 local ttl, keep, limit, create = a.ttl, a.keep, a.limit, a.create
 if op ~= 'a' and op ~= 'd' then return reject('ARGS', 'ARGV[9] is not a or d') end
-if op == 'd' and create == '1' then return reject('ARGS', 'a delete never creates the partition') end
+if op == 'd' and (create == '1' or create == 'r') then return reject('ARGS', 'a delete never creates the partition nor records only') end
 
 local m, fpBits = f.m, f.k
 local FP = 2 ^ fpBits -- fingerprints are 1 .. FP-1
@@ -90,6 +90,7 @@ local done
 done, err = replay(3, field, tag, inc)
 if err then return err end
 if done then return done end
+if create == 'r' then return recordOnly(record, field, tag, inc, a.answers, n, keep) end
 local copy
 if op == 'a' then
   copy, err = copyOf(head, f, copyKey)

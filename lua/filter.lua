@@ -132,10 +132,16 @@ local function addArgs(argv)
   if not ttl or not keep or not limit then
     return nil, reject('ARGS', 'ARGV[2], ARGV[3] or ARGV[5] is not a whole number in range')
   end
-  local create = argv[4]
-  if create ~= '0' and create ~= '1' and create ~= 'f' then return nil, reject('ARGS', 'ARGV[4] is not 0, 1 or f') end
+  local create, answers = argv[4], nil
+  if string.sub(create, 1, 1) == 'r' then
+    answers, create = string.sub(create, 2), 'r'
+    if string.find(answers, '[^01]') then return nil, reject('ARGS', 'ARGV[4] is r and answers that are not all 0 or 1') end
+  end
+  if create ~= '0' and create ~= '1' and create ~= 'f' and create ~= 'r' then
+    return nil, reject('ARGS', 'ARGV[4] is not 0, 1, f, or r and answers')
+  end
   if argv[8] ~= '0' and argv[8] ~= '1' then return nil, reject('ARGS', 'ARGV[8] is not 0 or 1') end
-  return {ttl = ttl, keep = keep, limit = limit, create = create}
+  return {ttl = ttl, keep = keep, limit = limit, create = create, answers = answers}
 end
 
 -- resizing returns the header of the filter a resize moves the partition
@@ -231,6 +237,18 @@ local function remember(key, field, tag, inc, answer, ttl)
   if tag == '' then inc = '' end
   redis.call('HSET', key, ownField(field, tag), inc .. tag .. answer)
   if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+
+-- recordOnly is a call whose items are in the partition already: they were
+-- added to it while it was the copy of a resize, which then switched in
+-- before the caller's call to the old partition (write.go,
+-- recordForwarded). It records answers, one per item, as its own and
+-- changes nothing, so that the operation id, sent again, is not applied a
+-- second time.
+local function recordOnly(record, field, tag, inc, answers, n, keep)
+  if #answers ~= n then return reject('ARGS', 'ARGV[4]: ' .. #answers .. ' answers for ' .. n .. ' items') end
+  remember(record, field, tag, inc, answers, keep)
+  return answers
 end
 
 -- full returns the FULL error for why. A call whose items the client has
