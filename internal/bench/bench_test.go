@@ -83,11 +83,20 @@ func TestRunQuick(t *testing.T) {
 		return func(items float64) float64 { return math.Ceil(items/rounds/float64(batch)) * rounds / items }
 	}
 	perItem := func(float64) float64 { return 1 }
+	// TestMany reads in transactions of at most 2,048 slots (read.go's
+	// maxTxSlots), sent at once: 292 items each at k = 7.
+	perTx := func(items float64) float64 {
+		trips := 0.0
+		for n := items / rounds; n > 0; n -= 1000 {
+			trips += math.Ceil(math.Min(n, 1000) / float64(2048/7))
+		}
+		return trips * rounds / items
+	}
 	wantTrips := map[string]func(items float64) float64{
 		"1": func(float64) float64 { return 7 }, "2": perItem, "3": perItem, "4": perBatch(200),
 		"5": perBatch(1000), "6": perBatch(1000), "7a": perBatch(1000), "7b": perBatch(1000), "5b": perBatch(1000),
 		"7c": perBatch(1000), "7d": perBatch(1000), "8f": perBatch(1000),
-		"8a": perBatch(1000), "8b": perBatch(1000), "8c": perBatch(1000), "8d": perBatch(1000), "8e": perBatch(1000),
+		"8a": perBatch(1000), "8b": perTx, "8c": perBatch(1000), "8d": perBatch(1000), "8e": perTx,
 		"9a": perItem, "9b": perItem, "9c": perItem, "9d": perItem, "9e": perItem, "10": perItem,
 		"17a": perBatch(1000), "17b": perBatch(1000), "17c": perBatch(1000),
 	}
