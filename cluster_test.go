@@ -47,6 +47,27 @@ func owners(t *testing.T, cl *rbloomtest.Cluster, f *filter) []string {
 	return out
 }
 
+// moveAll moves the slot of each partition of f to another master, rounds
+// times, pausing after each move to let the test's clients work on the
+// new owner.
+func moveAll(t *testing.T, cl *rbloomtest.Cluster, f *filter, rounds int) {
+	t.Helper()
+	addrs := cl.Addrs()
+	for round := range rounds {
+		for p, owner := range owners(t, cl, f) {
+			to := addrs[(slices.Index(addrs, owner)+1+round)%len(addrs)]
+			if to == owner {
+				continue
+			}
+			slot := int(keySlot(f.parts[p].key[len("rbloom:{") : len(f.parts[p].key)-1]))
+			if err := cl.MoveSlot(ctx, slot, to); err != nil {
+				t.Fatalf("moving slot %d of partition %d: %v", slot, p, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
 // bitfieldCalls returns each master's count of BITFIELD calls (those made
 // by scripts included).
 func bitfieldCalls(t *testing.T, cl *rbloomtest.Cluster) []float64 {
@@ -190,20 +211,7 @@ func TestClusterReshard(t *testing.T) {
 			}
 		}(writers[i])
 	}
-	addrs := cl.Addrs()
-	for round := range 3 {
-		for p, owner := range owners(t, cl, c.f) {
-			to := addrs[(slices.Index(addrs, owner)+1+round)%len(addrs)]
-			if to == owner {
-				continue
-			}
-			slot := int(keySlot(c.f.parts[p].key[len("rbloom:{") : len(c.f.parts[p].key)-1]))
-			if err := cl.MoveSlot(ctx, slot, to); err != nil {
-				t.Fatalf("moving slot %d of partition %d: %v", slot, p, err)
-			}
-			time.Sleep(20 * time.Millisecond) // let the writers work on the new owner
-		}
-	}
+	moveAll(t, cl, c.f, 3)
 	close(stop)
 	wg.Wait()
 	close(errs)
@@ -335,4 +343,86 @@ func clusterDamage(t *testing.T, rdb *redis.ClusterClient, mode string, c deleta
 			t.Errorf("%s: Info.Damaged = false", where)
 		}
 	}
+}
+
+// TestClusterReshardWindow moves the slots of a window's partitions from
+// master to master while a writer adds events and a reader reads the held
+// ones back in batches: every read answers (a read the cluster refuses
+// while a slot moves is sent again, as filter reads are: an outside
+// review saw Window.TestMany return MOVED and ASK), and no held event is
+// answered not seen.
+func TestClusterReshardWindow(t *testing.T) {
+	cl, rdb := clusterClient(t)
+	cl.KeyPause = 3 * time.Millisecond
+	defer func() { cl.KeyPause = 0 }()
+	w := must(NewWindow(rdb, "moving-window", WindowOptions{EventsPerBucket: 100_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6})).on(t)
+	var mu sync.Mutex
+	var held []string
+	stop := make(chan struct{})
+	errs := make(chan error, 2)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // the writer
+		defer wg.Done()
+		for b := 0; b < 2000; b++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			batch := make([]string, 50)
+			for i := range batch {
+				batch[i] = fmt.Sprint("e-", b, "-", i)
+			}
+			if _, err := w.TestOrAddMany(ctx, batch); err != nil {
+				errs <- fmt.Errorf("TestOrAddMany: %w", err)
+				return
+			}
+			mu.Lock()
+			held = append(held, batch...)
+			mu.Unlock()
+		}
+	}()
+	reads := 0
+	go func() { // the reader
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			mu.Lock()
+			some := slices.Clone(held[max(0, len(held)-3000):])
+			mu.Unlock()
+			if len(some) == 0 {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			seen, err := w.TestMany(ctx, some)
+			if err != nil {
+				errs <- fmt.Errorf("TestMany of %d held events: %w", len(some), err)
+				return
+			}
+			if i := slices.Index(seen, false); i >= 0 {
+				errs <- fmt.Errorf("%s, held, answered not seen", some[i])
+				return
+			}
+			reads++
+		}
+	}()
+	for n := 0; n < 1000; {
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		n = len(held)
+		mu.Unlock()
+	}
+	moveAll(t, cl, w.f, 3)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("%d events added, %d batch reads while moving the 6 partitions 3 times", len(held), reads)
 }

@@ -134,7 +134,8 @@ func (f *filter) sendReads(ctx context.Context, pl placement) ([]*partRead, erro
 		// transaction, reads included. Then the header and length are read
 		// again after the slots, in the same pipeline, and a partition
 		// that changed in between is read again (a deleted key cannot come
-		// back meanwhile: the server refuses new data).
+		// back meanwhile: the server refuses new data; but RENAME there
+		// and back is not refused, see docs/guarantees.md).
 		reads, err = f.queueReads(ctx, pl, false)
 	}
 	return reads, err
@@ -212,6 +213,20 @@ func unitsOf(groups [][]int, size int, always func(p int) bool, unit func(p int,
 		}
 	}
 	return units
+}
+
+// transactAgain is transact, sent again while a cluster refuses it for
+// now (a slot being moved: MOVED, ASK, TRYAGAIN), as reads are safe to
+// send again.
+func (f *filter) transactAgain(ctx context.Context, units []txUnit, limit int) error {
+	err := f.transact(ctx, units, limit)
+	for wait := (backoff{}); unapplied(err); {
+		if err2 := wait.next(ctx); err2 != nil {
+			return fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
+		}
+		err = f.transact(ctx, units, limit)
+	}
+	return err
 }
 
 // transact runs the units in transactions (MULTI, EXEC) of at most limit
