@@ -3,7 +3,6 @@ package rbloom
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -23,21 +22,14 @@ import (
 // partition. This costs a round trip only for a filter that does not exist
 // (yet) or is damaged.
 
-// partRead is what one pipeline asks of one partition.
+// partRead is what one transaction (or read.lua call) reads of one
+// partition.
 type partRead struct {
 	p       int
 	head    *redis.StringCmd
 	size    *redis.IntCmd
 	slots   []*redis.IntSliceCmd
 	answers [][]int // the positions each BITFIELD_RO answers for
-	// again reads the header and length after the slots, when the reads
-	// are not in a transaction (see sendReads): nil otherwise.
-	again *partRead
-}
-
-// changed reports whether r's partition changed while it was read.
-func (r *partRead) changed() bool {
-	return r.again != nil && (r.again.head.Val() != r.head.Val() || r.again.size.Val() != r.size.Val())
 }
 
 // minSlots returns for each item the smallest of its k slots: 0 means
@@ -58,9 +50,9 @@ func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int
 func (f *filter) readChunk(ctx context.Context, chunk []string, mins []int64) error {
 	pl := f.place(chunk)
 	reads, err := f.sendReads(ctx, pl)
-	for wait := (backoff{}); unapplied(err) || slices.ContainsFunc(reads, (*partRead).changed); { // reads are safe to send again
+	for wait := (backoff{}); unapplied(err); { // reads are safe to send again
 		if err2 := wait.next(ctx); err2 != nil {
-			return fmt.Errorf("%w (the cluster kept refusing the read, or the filter kept changing under it: %v)", err2, err)
+			return fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
 		}
 		reads, err = f.sendReads(ctx, pl)
 	}
@@ -128,22 +120,19 @@ func (f *filter) readChunk(ctx context.Context, chunk []string, mins []int64) er
 // switch) in between would read as zeros, or at the wrong positions:
 // "absent" for items it held.
 func (f *filter) sendReads(ctx context.Context, pl placement) ([]*partRead, error) {
-	reads, err := f.queueReads(ctx, pl, true)
+	reads, err := f.queueReads(ctx, pl)
 	if redis.HasErrorPrefix(err, "EXECABORT") {
 		// A Redis out of memory refuses to queue commands in a
-		// transaction, reads included. Then the header and length are read
-		// again after the slots, in the same pipeline, and a partition
-		// that changed in between is read again (a deleted key cannot come
-		// back meanwhile: the server refuses new data; but RENAME there
-		// and back is not refused, see docs/guarantees.md).
-		reads, err = f.queueReads(ctx, pl, false)
+		// transaction, reads included; a script that only reads still
+		// runs. (Reading the header again after the slots, as before,
+		// missed a key renamed away and back in between.)
+		reads, err = f.scriptReads(ctx, pl)
 	}
 	return reads, err
 }
 
-// queueReads sends the reads of sendReads, in transactions or, without
-// inTx, in one pipeline with each partition's header read twice.
-func (f *filter) queueReads(ctx context.Context, pl placement, inTx bool) ([]*partRead, error) {
+// queueReads sends the reads of sendReads in transactions.
+func (f *filter) queueReads(ctx context.Context, pl placement) ([]*partRead, error) {
 	n := f.readsPerItem()
 	perCall := maxCallSlots / n // a cuckoo filter's reads take more items than its writes
 	var reads []*partRead
@@ -160,20 +149,75 @@ func (f *filter) queueReads(ctx context.Context, pl placement, inTx bool) ([]*pa
 				_ = pipe.Process(ctx, cmd)
 				r.slots, r.answers = append(r.slots, cmd), append(r.answers, items[a:b])
 			}
-			if !inTx {
-				r.again = &partRead{head: pipe.GetRange(ctx, key, 0, headerSize-1), size: pipe.StrLen(ctx, key)}
-			}
 		}}
 	})
-	if !inTx {
+	return reads, f.transact(ctx, units, maxTxSlots)
+}
+
+// scriptReads is queueReads out of memory, where Redis refuses
+// transactions: each unit of reads is one call of read.lua, which reads
+// the header, the length and the slots in one step (a script that only
+// reads still runs), all in one pipeline.
+func (f *filter) scriptReads(ctx context.Context, pl placement) ([]*partRead, error) {
+	n := f.readsPerItem()
+	type call struct {
+		p     int
+		items []int
+		args  []any
+		cmd   *redis.Cmd
+	}
+	var calls []*call
+	unitsOf(pl.groups, max(1, maxTxSlots/n), func(int) bool { return false }, func(p int, items []int) txUnit {
+		args := f.getArgs([]any{headerSize}, pl, items)
+		calls = append(calls, &call{p: p, items: items, args: args})
+		return txUnit{}
+	})
+	for first := true; ; first = false {
 		pipe := f.rdb.Pipeline()
-		for _, u := range units {
-			u.queue(pipe)
+		for _, c := range calls {
+			if first {
+				c.cmd = readScript.EvalSha(ctx, pipe, []string{f.parts[c.p].key}, c.args...)
+			} else {
+				c.cmd = readScript.Eval(ctx, pipe, []string{f.parts[c.p].key}, c.args...)
+			}
 		}
 		_, err := pipe.Exec(ctx)
-		return reads, err
+		if first && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			continue // the script's text goes with the calls once
+		}
+		break
 	}
-	return reads, f.transact(ctx, units, maxTxSlots)
+	reads := make([]*partRead, len(calls))
+	for i, c := range calls {
+		r := &partRead{p: c.p, answers: [][]int{c.items}}
+		reads[i] = r
+		vals, err := c.cmd.Slice()
+		if redis.HasErrorPrefix(err, "WRONGTYPE") {
+			r.head, r.size = redis.NewStringResult("", err), redis.NewIntResult(0, err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(vals) != 3 {
+			return nil, fmt.Errorf("read.lua answered %d values, want 3", len(vals))
+		}
+		head, hok := vals[0].(string)
+		size, sok := vals[1].(int64)
+		slots, lok := vals[2].([]any)
+		if !hok || !sok || !lok {
+			return nil, fmt.Errorf("read.lua answered %v", vals)
+		}
+		ints := make([]int64, len(slots))
+		for j, v := range slots {
+			ints[j], _ = v.(int64)
+		}
+		r.head, r.size = redis.NewStringResult(head, nil), redis.NewIntResult(size, nil)
+		got := redis.NewIntSliceCmd(ctx)
+		got.SetVal(ints)
+		r.slots = []*redis.IntSliceCmd{got}
+	}
+	return reads, nil
 }
 
 // A transaction holds Redis for all of its commands: the EXEC of 1,000

@@ -11,7 +11,7 @@ import (
 
 // Each write operation is one Lua script: the layout constants, then
 // lua/filter.lua, shared, then the operation's own file. Reads need no
-// script (see read.go).
+// script, but out of memory (see read.go).
 var (
 	//go:embed lua/filter.lua
 	filterLua string
@@ -35,6 +35,12 @@ var (
 	//go:embed lua/window.lua
 	windowLua    string
 	windowScript = redis.NewScript(luaConstants + filterLua + windowLua)
+
+	// readScript is the reads' fallback out of memory (read.go): it only
+	// reads, and says so in its first line, which must stay first.
+	//go:embed lua/read.lua
+	readLua    string
+	readScript = redis.NewScript(readLua)
 )
 
 // luaConstants are the numbers of the format (header.go) and the limits
