@@ -49,13 +49,11 @@ func (f *filter) minSlots(ctx context.Context, op string, items []string) ([]int
 // when a partition is missing).
 func (f *filter) readChunk(ctx context.Context, chunk []string, mins []int64) error {
 	pl := f.place(chunk)
-	reads, err := f.sendReads(ctx, pl)
-	for wait := (backoff{}); unapplied(err); { // reads are safe to send again
-		if err2 := wait.next(ctx); err2 != nil {
-			return fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
-		}
+	var reads []*partRead
+	err := readAgain(ctx, func() (err error) {
 		reads, err = f.sendReads(ctx, pl)
-	}
+		return err
+	})
 	for _, r := range reads {
 		if redis.HasErrorPrefix(r.head.Err(), "WRONGTYPE") {
 			return anotherType(f.parts[r.p].key)
@@ -160,38 +158,20 @@ func (f *filter) queueReads(ctx context.Context, pl placement) ([]*partRead, err
 // reads still runs), all in one pipeline.
 func (f *filter) scriptReads(ctx context.Context, pl placement) ([]*partRead, error) {
 	n := f.readsPerItem()
-	type call struct {
-		p     int
-		items []int
-		args  []any
-		cmd   *redis.Cmd
-	}
-	var calls []*call
-	unitsOf(pl.groups, max(1, maxTxSlots/n), func(int) bool { return false }, func(p int, items []int) txUnit {
-		args := f.getArgs([]any{headerSize}, pl, items)
-		calls = append(calls, &call{p: p, items: items, args: args})
-		return txUnit{}
-	})
-	for first := true; ; first = false {
-		pipe := f.rdb.Pipeline()
-		for _, c := range calls {
-			if first {
-				c.cmd = readScript.EvalSha(ctx, pipe, []string{f.parts[c.p].key}, c.args...)
-			} else {
-				c.cmd = readScript.Eval(ctx, pipe, []string{f.parts[c.p].key}, c.args...)
-			}
+	var calls []scriptCall
+	var reads []*partRead
+	for p, group := range pl.groups {
+		for a, z := range spans(len(group), max(1, maxTxSlots/n)) {
+			calls = append(calls, scriptCall{keys: []string{f.parts[p].key}, args: f.getArgs([]any{headerSize}, pl, group[a:z])})
+			reads = append(reads, &partRead{p: p, answers: [][]int{group[a:z]}})
 		}
-		_, err := pipe.Exec(ctx)
-		if first && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			continue // the script's text goes with the calls once
-		}
-		break
 	}
-	reads := make([]*partRead, len(calls))
-	for i, c := range calls {
-		r := &partRead{p: c.p, answers: [][]int{c.items}}
-		reads[i] = r
-		vals, err := c.cmd.Slice()
+	cmds, err := pipelineScripts(ctx, f.rdb, readScript, false, calls, replication{})
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range reads {
+		vals, err := cmds[i].Slice()
 		if redis.HasErrorPrefix(err, "WRONGTYPE") {
 			r.head, r.size = redis.NewStringResult("", err), redis.NewIntResult(0, err)
 			continue
@@ -259,16 +239,15 @@ func unitsOf(groups [][]int, size int, always func(p int) bool, unit func(p int,
 	return units
 }
 
-// transactAgain is transact, sent again while a cluster refuses it for
-// now (a slot being moved: MOVED, ASK, TRYAGAIN), as reads are safe to
-// send again.
-func (f *filter) transactAgain(ctx context.Context, units []txUnit, limit int) error {
-	err := f.transact(ctx, units, limit)
+// readAgain calls read, and again while a cluster refuses it for now (a
+// slot being moved: MOVED, ASK, TRYAGAIN): reads are safe to send again.
+func readAgain(ctx context.Context, read func() error) error {
+	err := read()
 	for wait := (backoff{}); unapplied(err); {
 		if err2 := wait.next(ctx); err2 != nil {
 			return fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
 		}
-		err = f.transact(ctx, units, limit)
+		err = read()
 	}
 	return err
 }

@@ -63,19 +63,8 @@ func TestOnceReorderedReplay(t *testing.T) {
 				for range 2 {
 					must(f.AddMany(ctx, items)).on(t)
 				}
-				h := &failNth{n: 2}
-				rdb.AddHook(h)
-				h.armed.Store(true)
-				_, err := f.RemoveManyOnce(ctx, items, "R")
-				h.armed.Store(false)
-				if err == nil {
-					t.Fatal("the first attempt did not fail: the batch fits in one round trip")
-				}
-				again := append([]string(nil), items...)
-				if reorder {
-					rand.New(rand.NewPCG(1, 1)).Shuffle(len(again), func(i, j int) { again[i], again[j] = again[j], again[i] })
-				}
-				_, err = f.RemoveManyOnce(ctx, again, "R")
+				again := failHalfway(t, rdb, items, reorder, func() error { _, err := f.RemoveManyOnce(ctx, items, "R"); return err })
+				_, err := f.RemoveManyOnce(ctx, again, "R")
 				if reorder != errors.Is(err, ErrOpIDReused) {
 					t.Errorf("sent again (reordered: %v): %v", reorder, err)
 				}
@@ -105,19 +94,8 @@ func TestWindowOnceReorderedReplay(t *testing.T) {
 				Bucket: time.Hour, Span: 2 * time.Hour, Partitions: 2})).on(t)
 			evs := events("ev", maxRoundTripSlots/w.f.h.k+5_000)
 			must(w.TestOrAdd(ctx, "the window exists")).on(t)
-			h := &failNth{n: 2}
-			rdb.AddHook(h)
-			h.armed.Store(true)
-			_, err := w.TestOrAddManyOnce(ctx, evs, "B")
-			h.armed.Store(false)
-			if err == nil {
-				t.Fatal("the first attempt did not fail: the batch fits in one round trip")
-			}
-			again := append([]string(nil), evs...)
-			if reorder {
-				rand.New(rand.NewPCG(1, 1)).Shuffle(len(again), func(i, j int) { again[i], again[j] = again[j], again[i] })
-			}
-			_, err = w.TestOrAddManyOnce(ctx, again, "B")
+			again := failHalfway(t, rdb, evs, reorder, func() error { _, err := w.TestOrAddManyOnce(ctx, evs, "B"); return err })
+			_, err := w.TestOrAddManyOnce(ctx, again, "B")
 			if reorder != errors.Is(err, ErrOpIDReused) {
 				t.Fatalf("sent again (reordered: %v): %v", reorder, err)
 			}
@@ -126,4 +104,24 @@ func TestWindowOnceReorderedReplay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failHalfway runs send, a batch of items under an id, with its second
+// round trip failing (failNth), and returns the items to send again:
+// shuffled when reorder.
+func failHalfway(t *testing.T, rdb *redis.Client, items []string, reorder bool, send func() error) []string {
+	t.Helper()
+	h := &failNth{n: 2}
+	rdb.AddHook(h)
+	h.armed.Store(true)
+	err := send()
+	h.armed.Store(false)
+	if err == nil {
+		t.Fatal("the first attempt did not fail: the batch fits in one round trip")
+	}
+	again := slices.Clone(items)
+	if reorder {
+		rand.New(rand.NewPCG(1, 1)).Shuffle(len(again), func(i, j int) { again[i], again[j] = again[j], again[i] })
+	}
+	return again
 }

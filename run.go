@@ -33,6 +33,27 @@ func runScripts(ctx context.Context, rdb Client, script *redis.Script, fcall boo
 // runPipelined is runScripts in one pipeline of rdb. A node's own client
 // (runOnMasters) does not follow MOVED and ASK: those come back as errors.
 func runPipelined(ctx context.Context, rdb Client, script *redis.Script, fcall bool, calls []scriptCall, repl replication) ([]string, error) {
+	cmds, err := pipelineScripts(ctx, rdb, script, fcall, calls, repl)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(cmds))
+	for i, cmd := range cmds {
+		s, err := cmd.Text()
+		if err != nil {
+			if fcall {
+				err = functionError(script, err)
+			}
+			return nil, err
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// pipelineScripts makes the calls as runPipelined does and returns them,
+// each with its reply or its own error (a script's error reply).
+func pipelineScripts(ctx context.Context, rdb Client, script *redis.Script, fcall bool, calls []scriptCall, repl replication) ([]*redis.Cmd, error) {
 	_, follows := rdb.(*redis.ClusterClient)
 	cmds := make([]*redis.Cmd, len(calls))
 	pending := make([]int, len(calls)) // the calls still to send
@@ -86,18 +107,7 @@ func runPipelined(ctx context.Context, rdb Client, script *redis.Script, fcall b
 			}
 		}
 	}
-	out := make([]string, len(cmds))
-	for i, cmd := range cmds {
-		s, err := cmd.Text()
-		if err != nil {
-			if fcall {
-				err = functionError(script, err)
-			}
-			return nil, err
-		}
-		out[i] = s
-	}
-	return out, nil
+	return cmds, nil
 }
 
 // replication asks, when replicas is positive, that the writes of a

@@ -537,7 +537,7 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 				_ = pipe.Process(ctx, u.words)
 			}}
 		})
-		if err := f.transactAgain(ctx, txs, maxWindowWords); err != nil {
+		if err := readAgain(ctx, func() error { return f.transact(ctx, txs, maxWindowWords) }); err != nil {
 			return nil, callError("window test", err)
 		}
 		type read struct {
@@ -665,7 +665,7 @@ func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 	for p := range all {
 		all[p] = txUnit{p: p, queue: func(pipe redis.Pipeliner) { reads[p] = w.readRing(ctx, pipe, p) }}
 	}
-	err := f.transactAgain(ctx, all, 0)
+	err := readAgain(ctx, func() error { return f.transact(ctx, all, 0) })
 	if err != nil {
 		return nil, callError("window info", err)
 	}

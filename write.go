@@ -109,19 +109,20 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 		})
 		// A call answers '?' when its partition does not exist and it may
 		// not create it; settle decides, and the calls go again.
-		var target string   // a resize's new header, from '!' replies
-		var sent [][]string // per call, the items forwarded to target's copies
-		var fwdAt []int     // the positions in chunk of the items forwarded
-		var fwdOut []bool   // and the copies' answers for them
+		var target string // a resize's new header, from '!' replies
+		var fwd []int     // the calls that sent their items to target's copies
+		var fwdOut []bool // and the copies' answers for those items
 		for try := 0; len(calls) > 0; try++ {
 			replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
-			if err != nil && sent != nil && errors.Is(scriptError(err), ErrFull) {
-				return f.unforward(ctx, op, target, calls, sent, err)
-			}
-			if err != nil && sent != nil && op.opID != "" && len(fwdAt) == len(items) {
-				// Forwarded whole, then refused: perhaps the resize switched.
-				if done, err := f.recordForwarded(ctx, op, target, items, fwdAt, fwdOut, out); done {
-					return err
+			if err != nil && fwd != nil {
+				if errors.Is(scriptError(err), ErrFull) {
+					return f.unforward(ctx, op, target, chunk, calls, answers, fwd, err)
+				}
+				if at := positions(answers, fwd); op.opID != "" && len(at) == len(items) {
+					// Forwarded whole, then refused: perhaps the resize switched.
+					if done, err := f.recordForwarded(ctx, op, target, items, at, fwdOut, out); done {
+						return err
+					}
 				}
 			}
 			if err != nil {
@@ -129,9 +130,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 			}
 			var again []scriptCall
 			var againAt [][]int
-			var forward []string
-			var forwarded []scriptCall
-			target, sent, fwdAt = "", nil, nil
+			target, fwd = "", nil
 			missing := false
 			for c, r := range replies {
 				if r == "?" {
@@ -140,18 +139,9 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 				}
 				if t, ok := strings.CutPrefix(r, "!"); ok {
 					target = t
-					var items []string
-					for _, pos := range answers[c] {
-						items = append(items, chunk[pos])
-					}
-					forward, fwdAt = append(forward, items...), append(fwdAt, answers[c]...)
 					calls[c].args[3] = "f" // the items will be in the copies
-					for len(sent) < len(again) {
-						sent = append(sent, nil)
-					}
-					sent = append(sent, items)
+					fwd = append(fwd, len(again))
 					again, againAt = append(again, calls[c]), append(againAt, answers[c])
-					forwarded = append(forwarded, calls[c])
 					continue
 				}
 				// A '+' says that the call created its partition.
@@ -162,19 +152,19 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 			if len(again) == 0 {
 				break
 			}
-			if forward != nil {
+			if fwd != nil {
 				var err error
-				fwdOut, err = f.forward(ctx, target, op, forward)
+				fwdOut, err = f.forward(ctx, target, op, itemsAt(chunk, positions(againAt, fwd)))
 				if errors.Is(err, ErrRebuildLost) && try < 5 {
 					// The resize switched or gave up meanwhile: the calls
 					// go again as they were, to find out which.
-					for _, c := range forwarded {
-						c.args[3] = "0"
+					for _, c := range fwd {
+						again[c].args[3] = "0"
 						if op.create {
-							c.args[3] = "1"
+							again[c].args[3] = "1"
 						}
 					}
-					sent, fwdAt = nil, nil
+					fwd = nil
 				} else if err != nil {
 					return err
 				}
@@ -215,6 +205,25 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 	return nil
 }
 
+// positions returns the positions of the items of the calls cs, whose
+// items are at answers[c], in order.
+func positions(answers [][]int, cs []int) []int {
+	var at []int
+	for _, c := range cs {
+		at = append(at, answers[c]...)
+	}
+	return at
+}
+
+// itemsAt returns the items of chunk at positions at.
+func itemsAt(chunk []string, at []int) []string {
+	out := make([]string, len(at))
+	for i, pos := range at {
+		out[i] = chunk[pos]
+	}
+	return out
+}
+
 // forward adds items to the copies of the filter that f is being resized
 // into, whose header add.lua answered with: before they are added to f's
 // own partitions, so that the new filter holds every item the old one does
@@ -228,14 +237,7 @@ func (f *filter) forward(ctx context.Context, target string, op writeOp, items [
 	}
 	fwd := next.addOp()
 	fwd.create, fwd.fill = false, true
-	if op.opID != "" {
-		// The forward of each round trip of the batch is a batch of its
-		// own: its id names its items, as the same batch sent again
-		// forwards the same items.
-		fwd.batch = digest(items, next.perCall())
-		fwd.opID, fwd.keep = op.opID+"\x00forward\x00"+hex.EncodeToString([]byte(fwd.batch)), op.keep
-	}
-	out, err := next.write(ctx, fwd, items)
+	out, err := next.write(ctx, next.partOf(op, fwd, "forward", items), items)
 	if err != nil {
 		return nil, fmt.Errorf("%s is being resized, and the new filter's copies refused the items (open it again once the resize is over): %w", f.name, err)
 	}
@@ -280,7 +282,11 @@ func (f *filter) recordForwarded(ctx context.Context, op writeOp, target string,
 		c := g.call(rec, p, seq, items, pl, at)
 		answers := []byte{'r'}
 		for _, pos := range at {
-			answers = append(answers, "01"[b2i(was[pos])])
+			if was[pos] {
+				answers = append(answers, '1')
+			} else {
+				answers = append(answers, '0')
+			}
 		}
 		c.args[3] = string(answers)
 		return c
@@ -300,14 +306,6 @@ func (f *filter) recordForwarded(ctx context.Context, op writeOp, target string,
 	return true, nil
 }
 
-// b2i is 1 for true, 0 for false.
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // unforward is called when a call of op that sent its items to the copies
 // of the filter f is being resized into (target) was then refused by f's
 // own partition with ErrFull (err): another writer filled it meanwhile.
@@ -316,8 +314,9 @@ func b2i(b bool) int {
 // every forwarded call again alone, and removes their items from the
 // copies (a classic filter cannot: they stay there, as false positives),
 // so that the new filter does not hold items the caller was told were not
-// added. sent[c] are calls[c]'s forwarded items.
-func (f *filter) unforward(ctx context.Context, op writeOp, target string, calls []scriptCall, sent [][]string, err error) error {
+// added. fwd are the forwarded calls; calls[c] is for the items of chunk
+// at positions answers[c].
+func (f *filter) unforward(ctx context.Context, op writeOp, target string, chunk []string, calls []scriptCall, answers [][]int, fwd []int, err error) error {
 	// The caller's deadline may be what ended the calls: the undo gets
 	// its own, so that a refusal is not left in the new filter for that.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unforwardTimeout)
@@ -325,14 +324,11 @@ func (f *filter) unforward(ctx context.Context, op writeOp, target string, calls
 	err = scriptError(err) // now, as callError would drop what is added to a Redis error
 	var undo []string
 	var unsure error // why a call's refusal could not be confirmed
-	for c, items := range sent {
-		if items == nil {
-			continue
-		}
+	for _, c := range fwd {
 		_, again := runScripts(ctx, f.rdb, op.script, f.fcall, calls[c:c+1], f.repl)
 		switch again = scriptError(again); {
 		case errors.Is(again, ErrFull):
-			undo = append(undo, items...)
+			undo = append(undo, itemsAt(chunk, answers[c])...)
 		case again != nil:
 			unsure = again
 		}
@@ -352,14 +348,21 @@ func (f *filter) unforward(ctx context.Context, op writeOp, target string, calls
 	}
 	rm := next.removeOp()
 	rm.fill = true
-	if op.opID != "" { // applied once, as the forward was
-		rm.batch = digest(undo, next.perCall())
-		rm.opID, rm.keep = op.opID+"\x00unforward\x00"+hex.EncodeToString([]byte(rm.batch)), op.keep
-	}
-	if _, uerr := next.write(ctx, rm, undo); uerr != nil {
+	if _, uerr := next.write(ctx, next.partOf(op, rm, "unforward", undo), undo); uerr != nil {
 		return fmt.Errorf("%w; and then, taking its items out of the filter being resized into (they stay there, as false positives): %w", err, uerr)
 	}
 	return err
+}
+
+// partOf returns sub, a write of items to f made for op, applied once
+// when op is: a batch of its own, under an id that names op's id, what and
+// the items (so that op sent again makes the same sub with the same id).
+func (f *filter) partOf(op, sub writeOp, what string, items []string) writeOp {
+	if op.opID != "" {
+		sub.batch = digest(items, f.perCall())
+		sub.opID, sub.keep = op.opID+"\x00"+what+"\x00"+hex.EncodeToString([]byte(sub.batch)), op.keep
+	}
+	return sub
 }
 
 // resizedTo returns a handle of the copies of the filter that f is being
@@ -465,7 +468,7 @@ func withIncarnation(head, inc string) string {
 
 // record is the record of a call of op to partition p: a random one, or,
 // under the caller's operation id opID, the seq-th of the batch's calls
-// to that partition, tagged with the items of chunk at positions at.
+// to that partition, tagged with batch, the digest of the whole batch.
 func (f *filter) record(op, opID string, p, seq int, batch string, keep time.Duration) record {
 	if opID == "" {
 		return f.records.random(p, f.parts[p].key, keep, f.now())

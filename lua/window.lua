@@ -56,16 +56,16 @@
 --           together. A call that answers '~' keeps it in the settings
 --           ('wait'), and the later calls of its round answer '~' too, so
 --           that none is applied before it
--- ARGV[11..] for each event's k slots, the bit offset of the slot's bit in
+-- ARGV[13..] for each event's k slots, the bit offset of the slot's bit in
 --           ARGV[10]'s generation, in decimal: the slot's word, plus
 --           ARGV[10] mod W (so that the script writes the client's strings
 --           and converts no number)
 -- Returns   one character per event: '1' seen (not added), '0' new
 --           (added); '?' when the ring does not exist and ARGV[9] is '0';
 --           '~' when the current bucket's position was still being
---           cleared as the call began (nothing answered: call again). When the call is in another
---           bucket than ARGV[10], the answer follows '!', the bucket and
---           ':'. Fails with RBLOOM_MISMATCH when
+--           cleared as the call began (nothing answered: call again).
+--           When the call is in another bucket than ARGV[10], the answer
+--           follows '!', the bucket and ':'. Fails with RBLOOM_MISMATCH when
 --           the stored settings are not this call's, and RBLOOM_DAMAGED
 --           when the ring is missing before its time, truncated, or holds
 --           a state no window writes: its events must not be answered new.
