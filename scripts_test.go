@@ -172,3 +172,45 @@ func TestLuaLayoutFromGo(t *testing.T) {
 		}
 	}
 }
+
+// TestReadScriptRefuses: read.lua, the reads' fallback out of memory,
+// refuses arguments no client of this version sends with RBLOOM_ARGS,
+// passes a key's type error on as WRONGTYPE (a read then fails with
+// ErrNotFilter), and writes nothing either way.
+func TestReadScriptRefuses(t *testing.T) {
+	rdb := realRedis(t)
+	c := newCounting(t, rdb, "read-lua", Options{Slots: 100, Hashes: 2})
+	must(c.Add(ctx, "a")).on(t)
+	key := c.f.parts[0].key
+	rdb.RPush(ctx, "read-lua-list", "x")
+	before := dump(t, rdb)
+	for name, call := range map[string]struct {
+		keys []string
+		args []any
+	}{
+		"no header size":    {[]string{key}, nil},
+		"header size 0":     {[]string{key}, []any{0}},
+		"header size of 5k": {[]string{key}, []any{5000}},
+		"half a GET":        {[]string{key}, []any{headerSize, "GET", "u4"}},
+		"two keys":          {[]string{key, key}, []any{headerSize}},
+		"not a number":      {[]string{key}, []any{"x"}},
+	} {
+		err := readScript.Run(ctx, rdb, call.keys, call.args...).Err()
+		if err == nil || !strings.Contains(err.Error(), "RBLOOM_ARGS") {
+			t.Errorf("read.lua with %s: %v, want RBLOOM_ARGS", name, err)
+		}
+	}
+	if err := readScript.Run(ctx, rdb, []string{"read-lua-list"}, headerSize).Err(); !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		t.Errorf("read.lua on a list: %v, want WRONGTYPE", err)
+	}
+	got, err := readScript.Run(ctx, rdb, []string{key}, headerSize, "GET", "u4", headerBits).Slice()
+	if len(got) == 0 {
+		t.Fatalf("read.lua of the filter: %v, %v", got, err)
+	}
+	if head, _ := got[0].(string); err != nil || len(got) != 3 || !strings.HasPrefix(head, c.f.parts[0].head[:identitySize]) || got[1] != c.f.h.size() {
+		t.Errorf("read.lua of the filter: %v, %v", got, err)
+	}
+	if after := dump(t, rdb); !maps.Equal(before, after) {
+		t.Error("read.lua changed Redis")
+	}
+}
