@@ -353,8 +353,6 @@ func clusterDamage(t *testing.T, rdb *redis.ClusterClient, mode string, c deleta
 // answered not seen.
 func TestClusterReshardWindow(t *testing.T) {
 	cl, rdb := clusterClient(t)
-	cl.KeyPause = 3 * time.Millisecond
-	defer func() { cl.KeyPause = 0 }()
 	w := must(NewWindow(rdb, "moving-window", WindowOptions{EventsPerBucket: 100_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6})).on(t)
 	var mu sync.Mutex
 	var held []string

@@ -33,11 +33,6 @@ type Cluster struct {
 	addrs []string        // "127.0.0.1:port" of each master, in start order
 	ids   []string        // their node IDs, same order
 	nodes []*redis.Client // a plain client per master, same order
-
-	// KeyPause, when set, makes MoveSlot move one key at a time and wait
-	// this long after each: the slot's keys stay split between the two
-	// masters longer, as in a slow reshard of large keys.
-	KeyPause time.Duration
 }
 
 // StartCluster starts a Redis Cluster of masters masters and no replicas
@@ -428,11 +423,7 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, to string) error {
 	}
 	host, port, _ := net.SplitHostPort(to)
 	for {
-		batch := migrateBatch
-		if c.KeyPause > 0 {
-			batch = 1
-		}
-		keys, err := from.ClusterGetKeysInSlot(ctx, slot, batch).Result()
+		keys, err := from.ClusterGetKeysInSlot(ctx, slot, migrateBatch).Result()
 		if err != nil {
 			return fail(src, "CLUSTER GETKEYSINSLOT", err)
 		}
@@ -448,7 +439,6 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, to string) error {
 		if err := from.Do(ctx, args...).Err(); err != nil {
 			return fail(src, "MIGRATE", err)
 		}
-		time.Sleep(c.KeyPause)
 	}
 	for _, i := range c.setSlotOrder(src, dst) {
 		if err := c.nodes[i].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", c.ids[dst]).Err(); err != nil {
