@@ -186,8 +186,8 @@ func (w *Window) TestOrAdd(ctx context.Context, event string) (bool, error) {
 	return first(w.testOrAdd(ctx, []string{event}, ""))
 }
 
-// TestOrAddMany is TestOrAdd for each event in order, each seeing the ones
-// before it: of two equal events in one batch the second answers true.
+// TestOrAddMany is TestOrAdd for each event in order, each seeing the equal
+// ones before it: of two equal events in one batch the second answers true.
 func (w *Window) TestOrAddMany(ctx context.Context, events []string) ([]bool, error) {
 	return w.testOrAdd(ctx, events, "")
 }

@@ -15,9 +15,11 @@
 --
 -- An event was seen when some live generation has its bit set in all k of
 -- its words: one BITFIELD GET per word reads every generation at once, so
--- the cost of an event does not grow with the span. Events are taken in
--- order, each seeing the ones before it in this call; an unseen event gets
--- the current generation's bit set in its k words.
+-- the cost of an event does not grow with the span. The call reads first
+-- and writes last: an event is seen when a generation held it as the call
+-- began, or when an equal event (the same k words) was added earlier in
+-- the call; an unseen event gets the current generation's bit set in its k
+-- words.
 --
 -- The clock is Redis's (TIME), never earlier than the newest generation:
 -- every process agrees on the bucket, and a clock that steps back does
@@ -70,6 +72,7 @@
 --           when the ring is missing before its time, truncated, or holds
 --           a state no window writes: its events must not be answered new.
 
+local argv = ARGV
 local head, settingsArg, field, tag, clock, create = ARGV[1], ARGV[2], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local FIRST_OFFSET = 13
 local CLEAN_STEP = 32768   -- bytes of words one BITOP clears: 100-150 us a step at the seed's size
@@ -119,10 +122,10 @@ do
   local qe = expected % W
   local lo, hi = DATA * 8 + qe, DATA * 8 + (f.m - 1) * W + qe
   local ok, bad = pcall(function()
-    for i = FIRST_OFFSET, #ARGV do
-      local o = ARGV[i] + 0
+    for i = FIRST_OFFSET, #argv do
+      local o = argv[i] + 0
       if o < lo or o > hi or (o - lo) % W ~= 0 then return i end
-      words[#words + 1] = o - qe
+      words[i - FIRST_OFFSET + 1] = o - qe
     end
   end)
   if not ok then return reject('ARGS', 'ARGV[' .. FIRST_OFFSET .. '..] are not all numbers') end
@@ -380,15 +383,14 @@ if n > 0 then
   local vals = {} -- word w's field j at vals[(w - 1) * F + j], once read
   -- read reads the words of the events in list, t = from .. to of each.
   local function read(list, from, to)
-    local get, at = {}, {}
+    local get, at, a = {}, {}, 0
     for _, i in ipairs(list) do
       for t = from, to do
         local w = (i - 1) * k + t
         for j = 1, F do
-          local a = #get
-          get[a + 1], get[a + 2] = 'GET', typ[j]
-          get[a + 3] = words[w] + RING_FIELD_BITS * (j - 1)
-          at[#at + 1] = (w - 1) * F + j
+          get[3 * a + 1], get[3 * a + 2], get[3 * a + 3] = 'GET', typ[j], words[w] + RING_FIELD_BITS * (j - 1)
+          a = a + 1
+          at[a] = (w - 1) * F + j
         end
       end
     end
@@ -398,82 +400,86 @@ if n > 0 then
     end
   end
 
-  -- The first few words of every event, then the rest only for the events
-  -- those leave in doubt: a new event rarely has a generation whose bits
-  -- are set in its first 6 words (a full generation has a third of its
-  -- bits set at the window's k: 1 in 900), so it costs 6 reads, not k.
-  local R = math.min(k, 6)
-  local all = {}
-  for i = 1, n do all[i] = i end
-  read(all, 1, R)
-  local doubt = {}
-  for i = 1, n do
-    local base = (i - 1) * k
-    for j = 1, F do
-      local a = any[j]
-      for t = 1, R do
-        if a == 0 then break end
-        a = band(a, vals[(base + t - 1) * F + j])
+  -- The first words of every event, then more only for the events those
+  -- leave in doubt, in stages: a new event rarely has a generation whose
+  -- bits are set in its first 4 words (a full generation has a third of
+  -- its bits set at the window's k: 1 in 100, for each of 26), and more
+  -- rarely in its first 6 (1 in 900), so it costs about 5 reads, not k.
+  local list, from = {}, 1
+  for i = 1, n do list[i] = i end
+  for _, upto in ipairs({4, 6, k}) do
+    upto = math.min(upto, k)
+    if upto >= from then
+      read(list, from, upto)
+      if upto == k then break end
+      local doubt, d = {}, 0
+      for _, i in ipairs(list) do
+        local base = (i - 1) * k
+        for j = 1, F do
+          local a = any[j]
+          for t = 1, upto do
+            if a == 0 then break end
+            a = band(a, vals[(base + t - 1) * F + j])
+          end
+          if a ~= 0 then d = d + 1; doubt[d] = i; break end
+        end
       end
-      if a ~= 0 then doubt[#doubt + 1] = i; break end
+      if d == 0 then break end
+      list, from = doubt, upto + 1
     end
   end
-  if R < k and #doubt > 0 then read(doubt, R + 1, k) end
 
-  local setNow = {} -- word offset -> true once an earlier event of this call set its bit
-  local add = {}
+  -- An event equal to one added earlier in this call has its words: it
+  -- answers seen. (Other events whose bits earlier ones of the call set
+  -- answer new, as they would in separate calls: only a false positive
+  -- is lost.) Found by the first word, so that a call keeps one entry an
+  -- event, not one a bit.
+  local addedWith = {} -- first word -> the events added with it
+  local add, na = {}, 0
   local added = 0
   for i = 1, n do
     local base = (i - 1) * k
-    if R < k and not vals[(base + k - 1) * F + 1] then
-      -- Not in doubt: no generation has all of its first R bits, unless
-      -- earlier events of this call set the current one's; then the rest
-      -- is needed to tell.
-      local maybe = true
-      for t = 1, R do
-        local w = base + t
-        if band(vals[(w - 1) * F + cj], cbit) == 0 and not setNow[words[w]] then maybe = false; break end
-      end
-      if maybe then read({i}, R + 1, k) end
-    end
     local seen = false
+    -- An event with all k words read is in doubt: some generation had
+    -- all the bits of its first words. The others are not held.
     if vals[(base + k - 1) * F + 1] then
       for j = 1, F do
-        local a = live[j]
-        if a ~= 0 then
-          for t = 1, k do
-            a = band(a, vals[(base + t - 1) * F + j])
-            if a == 0 then break end
-          end
-          if a ~= 0 then seen = true; break end
-        end
-      end
-      if not seen then
-        seen = true
+        local a = any[j]
         for t = 1, k do
-          local w = base + t
-          if band(vals[(w - 1) * F + cj], cbit) == 0 and not setNow[words[w]] then seen = false; break end
+          a = band(a, vals[(base + t - 1) * F + j])
+          if a == 0 then break end
         end
+        if a ~= 0 then seen = true; break end
       end
     end
-    out[i] = seen and '1' or '0'
-    if not seen then
+    local first = words[base + 1]
+    local same = addedWith[first]
+    if not seen and same then
+      for _, e in ipairs(same) do
+        local t, eb = 2, (e - 1) * k
+        while t <= k and words[eb + t] == words[base + t] do t = t + 1 end
+        if t > k then seen = true; break end
+      end
+    end
+    if seen then
+      out[i] = '1'
+    else
+      out[i] = '0'
       added = added + 1
+      if same then same[#same + 1] = i else addedWith[first] = {i} end
       for t = 1, k do
         local w = base + t
-        local o = words[w]
         local v = vals[(w - 1) * F + cj]
-        if not setNow[o] and (not v or band(v, cbit) == 0) then
-          setNow[o] = true
-          local a = #add
-          add[a + 1], add[a + 2], add[a + 3], add[a + 4] = 'SET', 'u1', fast and ARGV[FIRST_OFFSET + w - 1] or o + qc, '1'
+        if not v or band(v, cbit) == 0 then
+          add[na + 1], add[na + 2], add[na + 4] = 'SET', 'u1', '1'
+          add[na + 3] = fast and argv[FIRST_OFFSET + w - 1] or words[w] + qc
+          na = na + 4
         end
       end
     end
   end
   if added > 0 then
-    add[#add + 1] = 'INCRBY'; add[#add + 1] = 'i64'; add[#add + 1] = itemsBit(qc)
-    add[#add + 1] = added
+    add[na + 1], add[na + 2], add[na + 3], add[na + 4] = 'INCRBY', 'i64', itemsBit(qc), added
     redis.call('BITFIELD', ring, unpack(add))
   end
 end
