@@ -380,7 +380,12 @@ if n > 0 then
   end
 
   local k = f.k
-  local vals = {} -- word w's field j at vals[(w - 1) * F + j], once read
+  -- Word w's field j at vals[(w - 1) * F + j] once read, false before: a
+  -- table filled in order keeps its array part (keyed sparsely, it is a
+  -- hash, and each insert costs several times more).
+  local vals = {}
+  for x = 1, n * k * F do vals[x] = false end
+  local fmt = string.format
   -- read reads the words of the events in list, t = from .. to of each.
   local function read(list, from, to)
     local get, at, a = {}, {}, 0
@@ -388,7 +393,9 @@ if n > 0 then
       for t = from, to do
         local w = (i - 1) * k + t
         for j = 1, F do
-          get[3 * a + 1], get[3 * a + 2], get[3 * a + 3] = 'GET', typ[j], words[w] + RING_FIELD_BITS * (j - 1)
+          -- An offset as a string: Redis turns a number into one with
+          -- %.17g, about 200 ns each.
+          get[3 * a + 1], get[3 * a + 2], get[3 * a + 3] = 'GET', typ[j], fmt('%d', words[w] + RING_FIELD_BITS * (j - 1))
           a = a + 1
           at[a] = (w - 1) * F + j
         end
