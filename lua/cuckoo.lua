@@ -72,9 +72,11 @@ if count % 2 ~= 0 or count > 2 * CUCKOO_ITEMS then
 end
 local n = count / 2
 local b1, fps = {}, {}
+local argv = ARGV
 for i = 1, n do
-  local b, fp = int(ARGV[FIRST + 2 * i - 2], 0, m - 1), int(ARGV[FIRST + 2 * i - 1], 1, FP - 1)
-  if not b or not fp then
+  -- int's checks, inline: a call makes 2 an item.
+  local b, fp = tonumber(argv[FIRST + 2 * i - 2]), tonumber(argv[FIRST + 2 * i - 1])
+  if not (b and fp and b % 1 == 0 and fp % 1 == 0 and b >= 0 and b < m and fp >= 1 and fp < FP) then
     return reject('ARGS', 'item ' .. i .. ': want a bucket in 0..' .. (m - 1) .. ' and a fingerprint in 1..' .. (FP - 1))
   end
   b1[i], fps[i] = b, fp
@@ -109,37 +111,37 @@ local function alt(b, fp)
 end
 
 -- A store is a partition as this call sees it: the buckets read so far,
--- each a table of CUCKOO_BUCKET fingerprints, those changed, and its item
--- count. Nothing reaches Redis until flush.
+-- each kept as its integer of CUCKOO_BUCKET fingerprints (a number, not a
+-- table: a table made and keyed per bucket cost more than the rest of an
+-- insert), the buckets changed, in order and perhaps more than once, and
+-- its item count. Nothing reaches Redis until flush.
 local function store(k, headOf)
-  return {key = k, buckets = {}, dirty = {}, items = itemsOf(headOf), added = 0}
+  return {key = k, buckets = {}, dirty = {}, nd = 0, items = itemsOf(headOf), added = 0}
 end
+
+-- PW[t] is the weight of slot t's fingerprint in its bucket's integer:
+-- slot 1 is in the high bits.
+local PW = {}
+for t = 1, CUCKOO_BUCKET do PW[t] = FP ^ (CUCKOO_BUCKET - t) end
+-- Offsets and values go to BITFIELD as strings: Redis turns a Lua number
+-- into one with %.17g, several times slower.
+local fmt = string.format
 
 -- load reads the buckets bs into s with one BITFIELD_RO (a missing key
 -- reads as zeros).
 local function load(s, bs)
-  local get, want, asked = {}, {}, {}
+  local buckets, get, want, nw = s.buckets, {}, {}, 0
   for _, b in ipairs(bs) do
-    if not s.buckets[b] and not asked[b] then
-      asked[b] = true
-      want[#want + 1] = b
-      get[#get + 1] = 'GET'
-      get[#get + 1] = TYPE
-      get[#get + 1] = BASE + b * W
+    if not buckets[b] then
+      buckets[b] = 0 -- asked for (0 is a number: true to Lua), read below
+      nw = nw + 1
+      want[nw] = b
+      get[3 * nw - 2], get[3 * nw - 1], get[3 * nw] = 'GET', TYPE, fmt('%d', BASE + b * W)
     end
   end
-  if #want == 0 then return end
+  if nw == 0 then return end
   local r = redis.call('BITFIELD_RO', s.key, unpack(get))
-  for j = 1, #want do
-    -- The 4 fingerprints, the first in the high bits (CUCKOO_BUCKET is 4).
-    local v = r[j]
-    local d = v % FP
-    v = (v - d) / FP
-    local c = v % FP
-    v = (v - c) / FP
-    local b2 = v % FP
-    s.buckets[want[j]] = {(v - b2) / FP, b2, c, d}
-  end
+  for j = 1, nw do buckets[want[j]] = r[j] end
 end
 
 local function bucket(s, b)
@@ -147,51 +149,64 @@ local function bucket(s, b)
   return s.buckets[b]
 end
 
--- slotOf returns the slot of bucket b that holds fp, or nil.
+-- set puts fp in slot t of bucket b, which held old there.
+local function set(s, b, t, old, fp)
+  s.buckets[b] = s.buckets[b] + (fp - old) * PW[t]
+  s.nd = s.nd + 1
+  s.dirty[s.nd] = b
+end
+
+-- slotOf returns a slot of bucket b that holds fp, or nil.
 local function slotOf(s, b, fp)
-  local bk = bucket(s, b)
-  for t = 1, CUCKOO_BUCKET do
-    if bk[t] == fp then return t end
+  local v = bucket(s, b)
+  for t = CUCKOO_BUCKET, 1, -1 do
+    local x = v % FP
+    if x == fp then return t end
+    v = (v - x) / FP
   end
   return nil
 end
 
--- has reports whether fingerprint fp is in bucket b or b2.
-local function has(s, b, b2, fp)
-  return slotOf(s, b, fp) ~= nil or slotOf(s, b2, fp) ~= nil
+-- scan returns a slot of bucket b that holds fp and a free one, each or
+-- nil, in one pass over its fingerprints.
+local function scan(s, b, fp)
+  local v = bucket(s, b)
+  local at, free
+  for t = CUCKOO_BUCKET, 1, -1 do
+    local x = v % FP
+    if x == fp then at = t elseif x == 0 then free = t end
+    v = (v - x) / FP
+  end
+  return at, free
 end
 
 -- put stores fp in a free slot of bucket b, and reports whether it could.
 local function put(s, b, fp)
-  local bk = bucket(s, b)
-  for t = 1, CUCKOO_BUCKET do
-    if bk[t] == 0 then
-      bk[t] = fp
-      s.dirty[b] = true
-      return true
-    end
-  end
-  return false
+  local t = slotOf(s, b, 0)
+  if not t then return false end
+  set(s, b, t, 0, fp)
+  return true
 end
 
--- insert places fp, whose buckets are b and b2, kicking fingerprints on
--- to their other bucket, at most CUCKOO_KICKS times. It returns nil, or
--- why it could not: the call then fails and writes nothing.
-local function insert(s, b, b2, fp)
+-- insert places fp, whose buckets are b and b2 with free slots free1 and
+-- free2 (from scan: nil for none), kicking fingerprints on to their other
+-- bucket, at most CUCKOO_KICKS times. It returns nil, or why it could
+-- not: the call then fails and writes nothing.
+local function insert(s, b, b2, fp, free1, free2)
   if s.items + s.added + 1 > cap then
     return s.key .. ' holds ' .. (s.items + s.added) .. ' items, its planned most (load ' .. CUCKOO_MAX_LOAD .. ' or MaxItems)'
   end
-  if put(s, b, fp) or put(s, b2, fp) then
+  if free1 or free2 then
+    if free1 then set(s, b, free1, 0, fp) else set(s, b2, free2, 0, fp) end
     s.added = s.added + 1
     return nil
   end
   -- Both full. Of the same fingerprint only: kicking cannot help.
-  local same = true
-  local bk1, bk2 = bucket(s, b), bucket(s, b2)
-  for t = 1, CUCKOO_BUCKET do
-    if bk1[t] ~= fp or bk2[t] ~= fp then same = false end
+  local only = 0
+  for t = 1, CUCKOO_BUCKET do only = only + fp * PW[t] end
+  if bucket(s, b) == only and bucket(s, b2) == only then
+    return s.key .. ': both buckets of the item hold its fingerprint only'
   end
-  if same then return s.key .. ': both buckets of the item hold its fingerprint only' end
   -- A walk: fp must go into b, which is full. Each step first looks one
   -- step ahead, reading the other buckets of b's fingerprints in one
   -- BITFIELD_RO: if one has a free slot, that fingerprint moves there and
@@ -202,23 +217,25 @@ local function insert(s, b, b2, fp)
   local seed = (fp + b) % 65537
   if seed % 2 == 1 then b = b2 end
   for _ = 1, CUCKOO_KICKS do
-    local bk = bucket(s, b)
-    local alts = {}
-    for t = 1, CUCKOO_BUCKET do alts[t] = alt(b, bk[t]) end
+    local v = bucket(s, b)
+    local fpsIn, alts = {}, {}
+    for t = CUCKOO_BUCKET, 1, -1 do
+      local x = v % FP
+      fpsIn[t], alts[t] = x, alt(b, x)
+      v = (v - x) / FP
+    end
     load(s, alts)
     for t = 1, CUCKOO_BUCKET do
-      if alts[t] ~= b and put(s, alts[t], bk[t]) then
-        bk[t] = fp
-        s.dirty[b] = true
+      if alts[t] ~= b and put(s, alts[t], fpsIn[t]) then
+        set(s, b, t, fpsIn[t], fp)
         s.added = s.added + 1
         return nil
       end
     end
     seed = (seed * 75 + 74) % 65537
     local t = seed % CUCKOO_BUCKET + 1
-    fp, bk[t] = bk[t], fp
-    s.dirty[b] = true
-    b = alts[t]
+    set(s, b, t, fpsIn[t], fp)
+    fp, b = fpsIn[t], alts[t]
   end
   return s.key .. ': no free slot after ' .. CUCKOO_KICKS .. ' kicks'
 end
@@ -232,29 +249,26 @@ local function remove(s, b, b2, fp)
     t = slotOf(s, b, fp)
     if not t then return false end
   end
-  s.buckets[b][t] = 0
-  s.dirty[b] = true
+  set(s, b, t, fp, 0)
   s.added = s.added - 1
   return true
 end
 
--- flush writes the changed buckets of s, and its item count, in BITFIELD
+-- flush writes the changed buckets of s (a bucket changed twice is
+-- written twice, with its last value), and its item count, in BITFIELD
 -- calls of at most 500 buckets (unpack's limit is about 8000 arguments).
 local function flush(s)
-  local args = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', ITEMS_BYTE * 8, s.added}
-  for b in pairs(s.dirty) do
-    local v = 0
-    for _, x in ipairs(s.buckets[b]) do v = v * FP + x end
-    args[#args + 1] = 'SET'
-    args[#args + 1] = TYPE
-    args[#args + 1] = BASE + b * W
-    args[#args + 1] = v
-    if #args >= 2000 then
-      redis.call('BITFIELD', s.key, unpack(args))
-      args = {}
+  local args, na = {'OVERFLOW', 'SAT', 'INCRBY', 'i64', ITEMS_BYTE * 8, s.added}, 6
+  for i = 1, s.nd do
+    local b = s.dirty[i]
+    args[na + 1], args[na + 2], args[na + 3], args[na + 4] = 'SET', TYPE, fmt('%d', BASE + b * W), fmt('%d', s.buckets[b])
+    na = na + 4
+    if na >= 2000 then
+      redis.call('BITFIELD', s.key, unpack(args, 1, na))
+      args, na = {}, 0
     end
   end
-  if #args > 0 then redis.call('BITFIELD', s.key, unpack(args)) end
+  if na > 0 then redis.call('BITFIELD', s.key, unpack(args, 1, na)) end
 end
 
 local main = store(key, head or ARGV[1])
@@ -266,7 +280,7 @@ for i = 1, n do
   firsts[2 * i - 1], firsts[2 * i] = b1[i], b2s[i]
 end
 if exists then load(main, firsts) else
-  for _, b in ipairs(firsts) do main.buckets[b] = {0, 0, 0, 0} end
+  for _, b in ipairs(firsts) do main.buckets[b] = 0 end
 end
 
 local out = {}
@@ -275,11 +289,17 @@ for i = 1, n do
   if op == 'd' then
     out[i] = remove(main, b, b2, fp) and '1' or '0'
   else
-    local seen = has(main, b, b2, fp)
+    local at1, free1 = scan(main, b, fp)
+    local at2, free2 = scan(main, b2, fp)
+    local seen = at1 or at2
     out[i] = seen and '1' or '0'
     if not (seen and onlyAbsent == '1') then
-      local why = insert(main, b, b2, fp)
-      if not why and other then why = insert(other, b, b2, fp) end
+      local why = insert(main, b, b2, fp, free1, free2)
+      if not why and other then
+        local _, o1 = scan(other, b, fp)
+        local _, o2 = scan(other, b2, fp)
+        why = insert(other, b, b2, fp, o1, o2)
+      end
       if why then return full(create, record, field, tag, inc, keep, why) end
     end
   end
