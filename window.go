@@ -240,7 +240,49 @@ func (w *Window) expected() int64 {
 	return now / w.bucket.Milliseconds()
 }
 
+// testOrAdd answers the copies of an event after the first itself, true
+// (the first is held, or added by this call), and sends Redis the others
+// only: the script calls of a batch can see different buckets, or run out
+// of order (one answered '~' goes again after the rest), so they could not
+// tell a copy from a new event. The operation id's digest is of the events
+// sent, so that records of a batch sent with its copies, by an earlier
+// rbloom, refuse it (ErrOpIDReused) rather than answer other events.
 func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([]bool, error) {
+	distinct, first := withoutCopies(events)
+	seen, err := w.testOrAddDistinct(ctx, distinct, opID)
+	if err != nil || first == nil {
+		return seen, err
+	}
+	out := make([]bool, len(events))
+	for i, j := range first {
+		out[i] = j < 0 || seen[j]
+	}
+	return out, nil
+}
+
+// withoutCopies returns events without the copies of an event after its
+// first, and for each event the index of its first copy there, or -1 for
+// a later copy; nil when there are no copies.
+func withoutCopies(events []string) ([]string, []int) {
+	index := make(map[string]bool, len(events))
+	first := make([]int, len(events))
+	var distinct []string
+	for i, e := range events {
+		if index[e] {
+			first[i] = -1
+			continue
+		}
+		index[e] = true
+		first[i] = len(distinct)
+		distinct = append(distinct, e)
+	}
+	if len(distinct) == len(events) {
+		return events, nil
+	}
+	return distinct, first
+}
+
+func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID string) ([]bool, error) {
 	f := w.f
 	out := make([]bool, len(events))
 	keep := f.retryKeep

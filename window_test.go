@@ -432,3 +432,31 @@ func windowMatchesModel(t *testing.T, rdb *redis.Client, p float64) {
 	}
 	t.Logf("k = %d: 60 batches, %d answers seen, %d events with a generation holding their first 4 bits", f.h.k, seenAnswers, doubted)
 }
+
+// TestWindowBatchCopies: of two equal events in one batch the second
+// answers true, even when the batch's script calls see different buckets:
+// here the generation holding the event ends between the call with its
+// first copy and the call with its second (found by an outside review:
+// the second answered false, and the event was added again).
+func TestWindowBatchCopies(t *testing.T) {
+	rdb := realRedis(t)
+	clk := newClock(time.UnixMilli(1_000_000_020_000))
+	w := clocked(must(NewWindow(rdb, "copies", WindowOptions{EventsPerBucket: 1000, ErrorRate: 0.01,
+		Bucket: time.Minute, Span: 2 * time.Minute, Partitions: 1})).on(t), clk)
+	must(w.TestOrAdd(ctx, "x")).on(t)
+	clk.add(2 * time.Minute) // x's generation is the oldest live one
+	perCall := maxWindowWords / (w.f.h.k * len(w.r.fields()))
+	batch := append(append([]string{"x"}, events("filler-", 2*perCall)...), "x")
+	reads := 0
+	w.clock = func() int64 { // the first call's clock, then the next bucket's
+		reads++
+		if reads <= 2 {
+			return clk.now().UnixMilli()
+		}
+		return clk.now().Add(time.Minute).UnixMilli()
+	}
+	got := must(w.TestOrAddMany(ctx, batch)).on(t)
+	if !got[0] || !got[len(got)-1] {
+		t.Errorf("x answered %v first and %v second, want true twice (held, then its copy)", got[0], got[len(got)-1])
+	}
+}
