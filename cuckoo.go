@@ -58,12 +58,16 @@ const (
 	// without the planned load first refuse an add at load 0.95 or more.
 	cuckooMaxKicks = 100
 	// cuckooItemsPerCall bounds the items of one script call, so that a
-	// call stays under a millisecond of server time at the planned load.
-	// Measured under churn at 0.8 (a filter of 200,000, 1,000 items
-	// removed and added a round): 16 items a call gave p99.9 of 225 to
-	// 432 µs over three runs, 24 gave 428 to 3,080 µs, at the same µs an
-	// insert within the noise (6.6-7.2 and 6.4-7.3).
-	cuckooItemsPerCall = 16
+	// call stays under a millisecond of server time at the planned load;
+	// the more items a call, the less of each insert goes to the call's
+	// own work (its header, record and arguments). Measured under churn
+	// at 0.8 (a filter of 500,000, 1,000 items removed and added a round,
+	// 300,000 inserts, a harness like row 17 of rbloom bench), inserts
+	// against the counting filter's in the same run, and the cuckoo
+	// calls' p99.9:
+	// 16 items 0.74 x and 239 µs, 24 0.77 x and 317 µs, 32 0.78 x and
+	// 385 µs, 48 0.80 x and 492 µs, 64 0.85 x and 631 µs.
+	cuckooItemsPerCall = 64
 	// cuckooStride is the numbers a placement keeps per item: the bit
 	// offsets of its two buckets, its first bucket and its fingerprint.
 	cuckooStride = 4
