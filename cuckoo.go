@@ -105,7 +105,7 @@ func OpenCuckoo(ctx context.Context, rdb Client, name string, o Options) (*Cucko
 
 // RemoveMany removes one copy of each item's fingerprint, in order, and
 // reports for each whether there was one; it changes nothing for an item
-// that is definitely absent. Each call of up to 16 items is atomic; on
+// that is definitely absent. Each call of up to 64 items is atomic; on
 // error, some items may have been removed. Remove only items that were
 // added: see Cuckoo.
 func (c *Cuckoo) RemoveMany(ctx context.Context, items []string) ([]bool, error) {
