@@ -1,12 +1,15 @@
 package rbloom
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -423,4 +426,109 @@ func TestClusterReshardWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d events added, %d batch reads while moving the 6 partitions 3 times", len(held), reads)
+}
+
+// scriptPipelines is a go-redis hook that counts the pipelines carrying a
+// script call (EVALSHA, EVAL, FCALL) that pass through it.
+type scriptPipelines struct{ n atomic.Int64 }
+
+func (h *scriptPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *scriptPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *scriptPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if n := c.Name(); n == "evalsha" || n == "eval" || n == "fcall" {
+				h.n.Add(1)
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestClusterScriptsOnMasters: on a cluster, script calls go through each
+// master's own client, never the cluster client's pipeline. That pipeline,
+// following a MOVED while the same node's first command is refused with
+// TRYAGAIN (a slot migrating), queues one command for two nodes, and two of
+// its goroutines write the command's reply at once: the race detector
+// caught it in TestClusterReshardWindow, in 1 of 40 runs here and in CI.
+// This test fails before the change (every write went through it).
+func TestClusterScriptsOnMasters(t *testing.T) {
+	_, rdb := clusterClient(t)
+	cluster, nodes := &scriptPipelines{}, &scriptPipelines{}
+	rdb.AddHook(cluster)
+	rdb.OnNewNode(func(c *redis.Client) { c.AddHook(nodes) })
+	items := make([]string, 300)
+	for i := range items {
+		items[i] = fmt.Sprint("item-", i)
+	}
+	c := must(NewCounting(rdb, "on-masters", Options{Capacity: 10_000, Partitions: 6})).on(t)
+	must(c.AddMany(ctx, items)).on(t)
+	must(c.RemoveManyOnce(ctx, items[:100], "op-1")).on(t)
+	w := must(NewWindow(rdb, "on-masters-window", WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6})).on(t)
+	must(w.TestOrAddMany(ctx, items)).on(t)
+	if n := cluster.n.Load(); n != 0 {
+		t.Errorf("%d pipelines of script calls went through the cluster client's pipeline", n)
+	}
+	if nodes.n.Load() == 0 {
+		t.Error("no script call went through a master's own client")
+	}
+}
+
+// lostReply is a go-redis hook that, while armed, lets the first pipeline
+// of script calls run and then reports its connection lost, as when a
+// reply never arrives.
+type lostReply struct{ armed atomic.Bool }
+
+func (h *lostReply) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *lostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *lostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if len(cmds) > 0 && cmds[0].Name() == "evalsha" && h.armed.CompareAndSwap(true, false) {
+			for _, c := range cmds {
+				c.SetErr(io.ErrUnexpectedEOF)
+			}
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+}
+
+// TestClusterLostReplyAppliedOnce: a master's pipeline whose calls ran but
+// whose replies were lost is sent again, as the cluster client would, and
+// each call's record answers it: every item is counted once, and with an
+// operation id the replay answers as the first call did. Before the
+// change it failed ("unexpected EOF"): go-redis's cluster pipeline sends a
+// node's commands again after a connection error it meets itself, not
+// after one a node's hook reports, as this test's does.
+func TestClusterLostReplyAppliedOnce(t *testing.T) {
+	_, rdb := clusterClient(t)
+	h := &lostReply{}
+	rdb.OnNewNode(func(c *redis.Client) { c.AddHook(h) })
+	items := make([]string, 200)
+	for i := range items {
+		items[i] = fmt.Sprint("item-", i)
+	}
+	c := must(NewCounting(rdb, "lost-reply", Options{Capacity: 10_000, Partitions: 3})).on(t)
+	for _, op := range []string{"", "op-1"} {
+		h.armed.Store(true)
+		var err error
+		if op == "" {
+			_, err = c.AddMany(ctx, items)
+		} else {
+			_, err = c.AddManyOnce(ctx, items, op)
+		}
+		if err != nil {
+			t.Fatalf("AddMany (id %q) with a lost reply: %v", op, err)
+		}
+		if h.armed.Load() {
+			t.Fatal("no pipeline of script calls lost its reply")
+		}
+	}
+	for i, n := range must(c.CountMany(ctx, items)).on(t) {
+		if n != 2 {
+			t.Fatalf("%s counted %d after two adds, want 2", items[i], n)
+		}
+	}
 }

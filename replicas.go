@@ -2,20 +2,35 @@ package rbloom
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// runOnMasters runs the calls as runScripts does, on a Redis Cluster, with
-// WaitReplicas. WAIT counts the writes of its own connection, and the
-// cluster client's pipelines would send it to any node: so the calls go,
-// grouped by the master that owns their key, through that master's own
-// client, each group's pipeline ending with its WAIT, the masters in
-// parallel. A master that answers MOVED or ASK (its slot is moving) has its
-// group sent again on the cluster's new state: the calls it did apply are
-// not applied twice, since each call's record returns its first answer.
+// runOnMasters runs the calls as runScripts does, on a Redis Cluster: the
+// calls go, grouped by the master that owns their key, through that
+// master's own client, the masters in parallel, each group's pipeline
+// ending with its WAIT when WaitReplicas asks for one (WAIT counts the
+// writes of its own connection, and the cluster client's pipelines would
+// send it to any node).
+//
+// The cluster client's own pipeline is not used for scripts: while a slot
+// migrates, two of its goroutines wrote one call's reply at once (a data
+// race the race detector caught in TestClusterReshardWindow). In go-redis
+// v9.23.0's code, a node's first command refused with a code it retries
+// (TRYAGAIN, as script calls are while their slot migrates) queues all of
+// that node's commands again, those it already queued for another node
+// after a MOVED or ASK included.
+//
+// A master that answers MOVED or ASK (its slot is moving), or whose
+// connection fails (as the cluster client does, at most MaxRedirects
+// times), has its group sent again on the cluster's new state: the calls
+// it did apply are not applied twice, since each call's record returns its
+// first answer.
 func runOnMasters(ctx context.Context, cc *redis.ClusterClient, script *redis.Script, fcall bool, calls []scriptCall, repl replication) ([]string, error) {
 	out := make([]string, len(calls))
 	pending := make([]int, len(calls))
@@ -23,6 +38,7 @@ func runOnMasters(ctx context.Context, cc *redis.ClusterClient, script *redis.Sc
 		pending[i] = i
 	}
 	var wait backoff
+	resends := cc.Options().MaxRedirects // of a group whose connection failed
 	for len(pending) > 0 {
 		groups := map[*redis.Client][]int{}
 		for _, i := range pending {
@@ -56,11 +72,14 @@ func runOnMasters(ctx context.Context, cc *redis.ClusterClient, script *redis.Sc
 		}
 		wg.Wait()
 		pending = pending[:0]
-		var moved error
+		var again error // why some groups go again
+		lost := false
 		for _, r := range results {
 			switch {
 			case redirected(r.err):
-				pending, moved = append(pending, r.at...), r.err
+				pending, again = append(pending, r.at...), r.err
+			case connectionLost(r.err) && resends > 0 && ctx.Err() == nil:
+				pending, again, lost = append(pending, r.at...), r.err, true
 			case r.err != nil:
 				return nil, r.err
 			default:
@@ -69,12 +88,22 @@ func runOnMasters(ctx context.Context, cc *redis.ClusterClient, script *redis.Sc
 				}
 			}
 		}
-		if moved != nil {
+		if lost {
+			resends--
+		}
+		if again != nil {
 			cc.ReloadState(ctx)
 			if err := wait.next(ctx); err != nil {
-				return nil, fmt.Errorf("%w (the cluster kept moving the call: %v)", err, moved)
+				return nil, fmt.Errorf("%w (the cluster kept refusing the call: %v)", err, again)
 			}
 		}
 	}
 	return out, nil
+}
+
+// connectionLost reports whether err is a connection's failure rather than
+// an answer: the call may or may not have run.
+func connectionLost(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne)
 }

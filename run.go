@@ -22,9 +22,11 @@ type scriptCall struct {
 // (Options.UseFunctions), each call is an FCALL of the script's function
 // instead, never an EVAL: a missing function is ErrNoFunctions (see
 // functions.go). Calls a cluster refused while it moves their slot are sent
-// again too (see unapplied).
+// again too (see unapplied). On a cluster the calls go through each
+// master's own client (runOnMasters), never through the cluster client's
+// pipeline.
 func runScripts(ctx context.Context, rdb Client, script *redis.Script, fcall bool, calls []scriptCall, repl replication) ([]string, error) {
-	if cc, ok := rdb.(*redis.ClusterClient); ok && repl.replicas > 0 {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		return runOnMasters(ctx, cc, script, fcall, calls, repl)
 	}
 	return runPipelined(ctx, rdb, script, fcall, calls, repl)
