@@ -185,3 +185,58 @@ func TestFailoverWaitReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterMasterLostReloads: after a master dies and its replica takes
+// over, a handle whose client sends nothing again (MaxRedirects -1) gets
+// an error for the calls that met the dead master, and the calls after
+// them find the new one: the lost connection made the client read the
+// cluster's state again. Before, its calls kept failing with "connection
+// refused" until go-redis read the state on its own, 10 s after it last
+// did (an outside review saw 95 such failures in a row).
+func TestClusterMasterLostReloads(t *testing.T) {
+	cl, _ := clusterClient(t)
+	replicas := cl.AddReplicas(t)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRedirects: -1})
+	defer rdb.Close()
+	c := must(NewCounting(rdb, "master-lost", Options{Capacity: 6000, Partitions: 3})).on(t)
+	items := make([]string, 300)
+	for i := range items {
+		items[i] = fmt.Sprint("item-", i)
+	}
+	must(c.AddMany(ctx, items)).on(t)
+	owner := must(cl.SlotOwner(ctx, int(keySlot(c.f.parts[0].key[len("rbloom:{"):len(c.f.parts[0].key)-1])))).on(t)
+	promoted := replicas[slices.Index(cl.Addrs(), owner)]
+	dead := redis.NewClient(&redis.Options{Addr: owner})
+	_ = dead.Do(ctx, "SHUTDOWN", "NOSAVE").Err() // the connection closes: no reply
+	dead.Close()
+	rep := redis.NewClient(&redis.Options{Addr: promoted})
+	defer rep.Close()
+	if err := rep.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
+		t.Fatalf("CLUSTER FAILOVER TAKEOVER: %v", err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(rep.Info(ctx, "replication").Val(), "role:master"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not become a master", promoted)
+		}
+	}
+	// go-redis reads the state on its own once it is 10 s old; the first
+	// failed call's reload takes milliseconds, and a call that fails
+	// takes up to a second dialing the dead master.
+	start := time.Now()
+	for failed := 0; ; failed++ {
+		_, err := c.AddMany(ctx, items)
+		if err == nil {
+			t.Logf("%d calls failed after the takeover, for %v", failed, time.Since(start))
+			break
+		}
+		if time.Since(start) > 6*time.Second {
+			t.Fatalf("calls still fail %v after the takeover (%d failed): %v", time.Since(start), failed, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i, ok := range must(c.TestMany(ctx, items)).on(t) {
+		if !ok {
+			t.Fatalf("%s tests absent after the takeover", items[i])
+		}
+	}
+}

@@ -81,6 +81,11 @@ func runOnMasters(ctx context.Context, cc *redis.ClusterClient, script *redis.Sc
 			case connectionLost(r.err) && resends > 0 && ctx.Err() == nil:
 				pending, again, lost = append(pending, r.at...), r.err, true
 			case r.err != nil:
+				if connectionLost(r.err) {
+					// The master may be gone: the next call should find
+					// its successor, whether or not this one is sent again.
+					cc.ReloadState(ctx)
+				}
 				return nil, r.err
 			default:
 				for j, i := range r.at {
