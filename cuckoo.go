@@ -67,6 +67,15 @@ const (
 	// calls' p99.9:
 	// 16 items 0.74 x and 239 µs, 24 0.77 x and 317 µs, 32 0.78 x and
 	// 385 µs, 48 0.80 x and 492 µs, 64 0.85 x and 631 µs.
+	// Two days later, on a machine 2.4 times slower at plain pipelined
+	// BITFIELD (rbloom bench row 5), the same churn (500,000 inserts a
+	// run, runs of each size taking turns): 32 items 0.67-0.94 x and
+	// 569-782 µs (7 runs), 48 0.85-1.08 x and 872-1,474 µs (5 runs), 64
+	// 0.82-0.99 x and 872-2,048 µs (10 runs). So the 1 ms bound on a
+	// call holds with 64 items on the first machine, and on the slower one
+	// only with 32, where inserts fall below 0.8 of the counting
+	// filter's in some runs: the call's own work (about 50 µs) against
+	// about 6 µs an item.
 	cuckooItemsPerCall = 64
 	// cuckooStride is the numbers a placement keeps per item: the bit
 	// offsets of its two buckets, its first bucket and its fingerprint.
