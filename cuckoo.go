@@ -67,7 +67,7 @@ const (
 	// calls' p99.9:
 	// 16 items 0.74 x and 239 µs, 24 0.77 x and 317 µs, 32 0.78 x and
 	// 385 µs, 48 0.80 x and 492 µs, 64 0.85 x and 631 µs.
-	// Two days later, on a machine 2.4 times slower at plain pipelined
+	// Two days later, on a machine 2.1 to 2.5 times slower at plain pipelined
 	// BITFIELD (rbloom bench row 5), the same churn (500,000 inserts a
 	// run, runs of each size taking turns): 32 items 0.67-0.94 x and
 	// 569-782 µs (7 runs), 48 0.85-1.08 x and 872-1,474 µs (5 runs), 64
