@@ -60,23 +60,32 @@ const (
 	// cuckooItemsPerCall bounds the items of one script call, so that a
 	// call stays under a millisecond of server time at the planned load;
 	// the more items a call, the less of each insert goes to the call's
-	// own work (its header, record and arguments). Measured under churn
-	// at 0.8 (a filter of 500,000, 1,000 items removed and added a round,
-	// 300,000 inserts, a harness like row 17 of rbloom bench), inserts
-	// against the counting filter's in the same run, and the cuckoo
-	// calls' p99.9:
-	// 16 items 0.74 x and 239 µs, 24 0.77 x and 317 µs, 32 0.78 x and
-	// 385 µs, 48 0.80 x and 492 µs, 64 0.85 x and 631 µs.
-	// Two days later, on a machine 2.1 to 2.5 times slower at plain pipelined
-	// BITFIELD (rbloom bench row 5), the same churn (500,000 inserts a
-	// run, runs of each size taking turns): 32 items 0.67-0.94 x and
-	// 569-782 µs (7 runs), 48 0.85-1.08 x and 872-1,474 µs (5 runs), 64
-	// 0.82-0.99 x and 872-2,048 µs (10 runs). So the 1 ms bound on a
-	// call holds with 64 items on the first machine, and on the slower one
-	// only with 32, where inserts fall below 0.8 of the counting
-	// filter's in some runs: the call's own work (about 50 µs) against
-	// about 6 µs an item.
-	cuckooItemsPerCall = 64
+	// own work (its header, record and arguments: about 50 µs, against
+	// about 6 µs an item). Measured under churn at 0.8 (a filter of
+	// 500,000, 1,000 items removed and added a round, a harness like row
+	// 17 of rbloom bench, built with each size, the sizes taking turns on
+	// one redis-server), inserts against the counting filter's in the
+	// same run, and the cuckoo calls' p99.9 (INFO latencystats):
+	//   - 2026-11-25, 300,000 inserts a run: 16 items 0.74 x and 239 µs,
+	//     24 0.77 x and 317 µs, 32 0.78 x and 385 µs, 48 0.80 x and
+	//     492 µs, 64 0.85 x and 631 µs.
+	//   - 2026-11-27, on a machine 2.1 to 2.5 times slower at plain
+	//     pipelined BITFIELD (rbloom bench row 5), 300,000 inserts a run,
+	//     the runs of a busy spell of the machine left out: 40 items
+	//     0.80-0.87 x and 721-782 µs (3 runs), 48 0.73-0.98 x and
+	//     819-1,040 µs (7 runs, 6 under 1 ms), 56 0.85-0.93 x and
+	//     967-1,819 µs (3), 64 0.86-0.97 x and 922-1,221 µs (7, 1 under
+	//     1 ms). Earlier that day, 500,000 inserts a run: 32 items
+	//     0.67-0.94 x and 569-782 µs, 48 0.85-1.08 x and 872-1,474 µs, 64
+	//     0.82-0.99 x and 872-2,048 µs.
+	// The calls of 1 ms or more are the machine's stalls more than long
+	// kick chains: rbloom bench counted about as many at load 0.6 as at
+	// 0.8 (34 and 38 of 32,000), and a call of one BITFIELD in a script
+	// took up to 4 ms in the same run. A shorter call is hit by fewer of
+	// them: 48 items keeps the bound on the slower machine in most runs,
+	// at about 7% of the inserts' speed against 64 (means of 0.854 x and
+	// 0.918 x the counting filter's).
+	cuckooItemsPerCall = 48
 	// cuckooStride is the numbers a placement keeps per item: the bit
 	// offsets of its two buckets, its first bucket and its fingerprint.
 	cuckooStride = 4
@@ -114,7 +123,7 @@ func OpenCuckoo(ctx context.Context, rdb Client, name string, o Options) (*Cucko
 
 // RemoveMany removes one copy of each item's fingerprint, in order, and
 // reports for each whether there was one; it changes nothing for an item
-// that is definitely absent. Each call of up to 64 items is atomic; on
+// that is definitely absent. Each call of up to 48 items is atomic; on
 // error, some items may have been removed. Remove only items that were
 // added: see Cuckoo.
 func (c *Cuckoo) RemoveMany(ctx context.Context, items []string) ([]bool, error) {
