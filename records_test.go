@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,4 +246,61 @@ func TestInfoEvictionPolicy(t *testing.T) {
 			t.Errorf("under %s: EvictionPolicy %q, Evicts %v", policy, in.EvictionPolicy, in.Evicts())
 		}
 	}
+}
+
+// TestOnceFullMidBatch: a batch under an operation id whose first calls
+// to a partition are refused with ErrFull while a later one is applied
+// (found by an outside review) leaves a mark of the refused calls, so that
+// the id sent again for the same items in another order (or cut into calls
+// another way, by an rbloom of another call size) is refused and writes
+// nothing, where it applied the calls that found no record. Sent again as
+// it was, once there is room, the batch is applied once.
+func TestOnceFullMidBatch(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		modes := map[string]func(name string, o Options) (Filter, *filter){
+			"counting": func(name string, o Options) (Filter, *filter) {
+				c := newCounting(t, rdb, name, o)
+				return c, c.f
+			},
+			"cuckoo": func(name string, o Options) (Filter, *filter) {
+				c := newCuckooT(t, rdb, name, o)
+				return c, c.f
+			},
+		}
+		for mode, open := range modes {
+			t.Run(mode, func(t *testing.T) {
+				name := "full-mid-batch-" + mode
+				bounded, f := open(name, Options{Capacity: 1000, MaxItems: 5})
+				free, _ := open(name, Options{Capacity: 1000})
+				per := f.perCall()
+				batch := make([]string, 2*per+5) // two calls refused, the third applied
+				for i := range batch {
+					batch[i] = fmt.Sprint("item-", i)
+				}
+				if _, err := bounded.AddManyOnce(ctx, batch, "id"); !errors.Is(err, ErrFull) {
+					t.Fatalf("the batch past MaxItems: %v, want ErrFull", err)
+				}
+				if items := must(free.Info(ctx)).on(t).Items; items != 5 {
+					t.Fatalf("after ErrFull: %d items, want 5 (the last call's)", items)
+				}
+				reordered := slices.Clone(batch)
+				slices.Reverse(reordered)
+				if _, err := free.AddManyOnce(ctx, reordered, "id"); !errors.Is(err, ErrOpIDReused) {
+					t.Errorf("the id sent again for the items in another order: %v, want ErrOpIDReused", err)
+				}
+				if items := must(free.Info(ctx)).on(t).Items; items != 5 {
+					t.Errorf("the id refused for the items in another order wrote: %d items, want 5", items)
+				}
+				must(free.AddManyOnce(ctx, batch, "id")).on(t)
+				if items := must(free.Info(ctx)).on(t).Items; items != int64(len(batch)) {
+					t.Errorf("the batch sent again as it was: %d items, want %d, each once", items, len(batch))
+				}
+				for i, ok := range must(free.TestMany(ctx, batch)).on(t) {
+					if !ok {
+						t.Errorf("%s absent after the batch was sent again", batch[i])
+					}
+				}
+			})
+		}
+	})
 }

@@ -22,8 +22,9 @@
 --           '1') to record those answers and change nothing (see
 --           recordOnly in filter.lua)
 -- ARGV[5]   the most items the partition may hold after this call, 0 for
---           no bound: a call that would pass it adds nothing (with ARGV[4]
---           'f', it records its refusal: see full in filter.lua)
+--           no bound: a call that would pass it adds nothing (after a
+--           forward, ARGV[4] 'f', or under an operation id, it records
+--           its refusal: see full in filter.lua)
 -- ARGV[6]   the record's field (RECORD_FIELD bytes)
 -- ARGV[7]   the record's tag: a digest of the items an operation id was
 --           used for (RECORD_TAG bytes); empty for a call's random record

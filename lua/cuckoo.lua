@@ -2,10 +2,10 @@
 -- from it (cuckoo.go). Each call is atomic, and writes only at its end, in
 -- one BITFIELD: an insert that cannot place its item (the planned load
 -- reached, or CUCKOO_KICKS kicks without a free slot) fails the whole call
--- with RBLOOM_FULL having written nothing (but, after a forward, ARGV[4]
--- 'f', the record of its refusal: see full in filter.lua), so every
--- fingerprint it kicked stays where it was. The first insert creates the
--- partition.
+-- with RBLOOM_FULL having written nothing but, after a forward (ARGV[4]
+-- 'f') or under an operation id, the record of its refusal (see full in
+-- filter.lua), so every fingerprint it kicked stays where it was. The
+-- first insert creates the partition.
 --
 -- The partition: the 64-byte header (header.go, mode 'k', k = f the
 -- fingerprint width, m the number of buckets), then m buckets of

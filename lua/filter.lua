@@ -174,6 +174,12 @@ end
 -- of the partition it was applied to (see header.go), so that a record
 -- left by a filter that was dropped is never replayed on its successor.
 
+-- REFUSED starts the record of a call under an operation id that was
+-- refused as full and applied nothing (see full): the incarnation, then
+-- REFUSED and the tag, where a record has the tag and the answer. An
+-- rbloom that does not know it reads another tag there, and refuses the id.
+local REFUSED = '\0refused\0'
+
 -- ownField is the field a call records its answer in.
 local function ownField(field, tag)
   if tag == '' then return field end
@@ -199,6 +205,7 @@ local function replay(first, field, tag, inc)
   local own = ownField(field, tag)
   local firstCall = string.sub(field, RECORD_FIELD + 1)
   local other = false -- the batch's first call here recorded another tag
+  local refused = inc .. REFUSED .. tag -- this call, refused as full before
   for i = first, #KEYS do
     local done, head
     if tag == '' or firstCall == own then
@@ -206,6 +213,9 @@ local function replay(first, field, tag, inc)
     else
       local got = redis.call('HMGET', KEYS[i], own, firstCall)
       done, head = got[1], got[2]
+    end
+    if done == refused then
+      done = nil -- applied nothing: it goes on, and its record replaces this
     end
     if done and string.sub(done, 1, #inc) == inc then
       if string.sub(done, #inc + 1, #inc + #tag) ~= tag then
@@ -219,7 +229,7 @@ local function replay(first, field, tag, inc)
       if string.sub(answer, 1, 1) == 'F' then return nil, reject('FULL', string.sub(answer, 2)) end
       return answer
     end
-    if head and string.sub(head, 1, #inc) == inc and string.sub(head, #inc + 1, #inc + #tag) ~= tag then
+    if head and head ~= refused and string.sub(head, 1, #inc) == inc and string.sub(head, #inc + 1, #inc + #tag) ~= tag then
       other = true
     end
   end
@@ -256,8 +266,22 @@ end
 -- refusal, as 'F' and why, which replay answers with: sent again, before
 -- or after the switch, the call is refused again, never applied, so the
 -- client's undo of its forward stands (write.go, unforward).
+--
+-- Any other call under an operation id records that it was refused and
+-- applied nothing (REFUSED): the later calls of its batch may be applied
+-- and recorded, and a batch sent again under the id finds this call's tag
+-- here, in the first call's field, which the others check. Without it, the
+-- id sent again for the items in another order, or cut into calls another
+-- way (an rbloom of another call size), applied the calls that found no
+-- record, some of their items a second time. Sent again as it was, this
+-- call is applied then.
 local function full(create, record, field, tag, inc, keep, why)
-  if create == 'f' then remember(record, field, tag, inc, 'F' .. why, keep) end
+  if create == 'f' then
+    remember(record, field, tag, inc, 'F' .. why, keep)
+  elseif tag ~= '' then
+    redis.call('HSET', record, ownField(field, tag), inc .. REFUSED .. tag)
+    if redis.call('PTTL', record) < keep then redis.call('PEXPIRE', record, keep) end
+  end
   return reject('FULL', why)
 end
 
