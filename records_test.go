@@ -300,6 +300,25 @@ func TestOnceFullMidBatch(t *testing.T) {
 						t.Errorf("%s absent after the batch was sent again", batch[i])
 					}
 				}
+
+				// The mark of a call refused before its partition existed
+				// counts once another process has created the partition
+				// (found by an outside review: with the partition made by
+				// another call, the mark was in another incarnation).
+				bounded, _ = open(name+"-created", Options{Capacity: 1000, MaxItems: 5})
+				free, _ = open(name+"-created", Options{Capacity: 1000})
+				if _, err := bounded.AddManyOnce(ctx, batch[:per], "id"); !errors.Is(err, ErrFull) {
+					t.Fatalf("one call past MaxItems: %v, want ErrFull", err)
+				}
+				must(free.Add(ctx, "another process's item")).on(t)
+				reordered = slices.Clone(batch[:per])
+				slices.Reverse(reordered)
+				if _, err := free.AddManyOnce(ctx, reordered, "id"); !errors.Is(err, ErrOpIDReused) {
+					t.Errorf("the id sent again for the items in another order, after another process created the filter: %v, want ErrOpIDReused", err)
+				}
+				if items := must(free.Info(ctx)).on(t).Items; items != 1 {
+					t.Errorf("after the id was sent again for the items in another order: %d items, want 1", items)
+				}
 			})
 		}
 	})

@@ -1,7 +1,6 @@
 package rbloom
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -30,11 +29,6 @@ type writeOp struct {
 	batch  string        // under opID, the digest of the whole batch, every call's tag
 	absent bool          // add.lua adds only the items that test absent
 	fill   bool          // a rebuild's fill: its partitions are copies, never created
-	// inc is the incarnation a call that creates its partition gives it,
-	// the same for every call of a write: a call refused as full before a
-	// later call of its batch created the partition records the refusal in
-	// the incarnation the partition then has (see full in filter.lua).
-	inc string
 }
 
 // addOp is an add; a filter of one key may be created by any add, the
@@ -105,9 +99,6 @@ func (f *filter) write(ctx context.Context, op writeOp, items []string) ([]bool,
 }
 
 func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, out []bool) error {
-	if op.create && op.inc == "" {
-		op.inc = randomIncarnation()
-	}
 	perCall := f.perCall()
 	seq := make([]int, len(f.parts)) // the calls made so far to each partition
 	for lo, hi := range spans(len(items), f.perRoundTrip()) {
@@ -436,7 +427,7 @@ func (f *filter) call(op writeOp, p, seq int, chunk []string, pl placement, at [
 		// items count.
 		create, head := "0", f.parts[p].head
 		if op.create {
-			create, head = "1", withIncarnation(head, cmp.Or(op.inc, randomIncarnation()))
+			create, head = "1", newIncarnation(head)
 		}
 		onlyAbsent := "0"
 		if op.absent {
@@ -454,6 +445,12 @@ func (f *filter) call(op writeOp, p, seq int, chunk []string, pl placement, at [
 		keys = append([]string{key}, rec.keys...)
 	}
 	return scriptCall{keys: keys, args: f.offsetArgs(args, pl, at)}
+}
+
+// newIncarnation returns head, a partition's header, with a fresh random
+// incarnation: the one a partition gets when the call creates it.
+func newIncarnation(head string) string {
+	return withIncarnation(head, randomIncarnation())
 }
 
 // randomIncarnation returns incSize random bytes, never all zero (the
@@ -543,10 +540,9 @@ var errVanished = failf(ErrDamaged, "a partition vanished")
 // Open finds the one named like the filter; without, it checks that each
 // exists with the caller's parameters.
 func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
-	// One incarnation for all: a rebuild repairing a lost one reuses it.
-	inc := randomIncarnation()
-	op := writeOp{name: "create", script: f.addScript(), create: mayCreate, keep: f.retryKeep, inc: inc}
+	op := writeOp{name: "create", script: f.addScript(), create: mayCreate, keep: f.retryKeep}
 	calls := make([]scriptCall, len(f.parts))
+	inc := randomIncarnation() // one for all: a rebuild repairing a lost one reuses it
 	for p := range f.parts {
 		calls[p] = f.call(op, p, 0, nil, placement{}, nil)
 		calls[p].args[0] = withIncarnation(f.parts[p].head, inc)

@@ -119,7 +119,8 @@ end
 local out, adds = nil, n
 if onlyAbsent == '1' then out, bitfield, adds = absent() end
 if limit > 0 and adds > 0 and (exists and itemsOf(head) or 0) + adds > limit then
-  return full(create, record, field, tag, inc, keep, key .. ' would hold more than ' .. limit .. ' items')
+  local missing = (not exists) and {key = key, f = f, head = ARGV[1], ttl = ttl} or nil
+  return full(create, record, field, tag, inc, keep, key .. ' would hold more than ' .. limit .. ' items', missing)
 end
 -- After the bound: an add refused with FULL must not reach the new filter.
 if exists and create ~= 'f' then

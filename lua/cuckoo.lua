@@ -300,18 +300,15 @@ for i = 1, n do
         local _, o2 = scan(other, b2, fp)
         why = insert(other, b, b2, fp, o1, o2)
       end
-      if why then return full(create, record, field, tag, inc, keep, why) end
+      if why then
+        local missing = (not exists) and {key = key, f = f, head = ARGV[1], ttl = ttl} or nil
+        return full(create, record, field, tag, inc, keep, why, missing)
+      end
     end
   end
 end
 
-if not exists then
-  -- One SETRANGE at the last byte makes the string at its full length in
-  -- one allocation, then the header (its item count 0) goes in.
-  redis.call('SETRANGE', key, f.size - 1, '\0')
-  redis.call('SETRANGE', key, 0, ARGV[1])
-  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-end
+if not exists then createEmpty(key, f, ARGV[1], ttl) end
 flush(main)
 if other then flush(other) end
 local res = table.concat(out)

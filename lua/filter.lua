@@ -249,6 +249,15 @@ local function remember(key, field, tag, inc, answer, ttl)
   if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
 
+-- createEmpty makes the partition key of filter f, holding no item: its
+-- string at full length, in one allocation, with the header head (its
+-- item count 0), and the TTL ttl ms (0: none).
+local function createEmpty(key, f, head, ttl)
+  redis.call('SETRANGE', key, f.size - 1, '\0')
+  redis.call('SETRANGE', key, 0, head)
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+
 -- recordOnly is a call whose items are in the partition already: they were
 -- added to it while it was the copy of a resize, which then switched in
 -- before the caller's call to the old partition (write.go,
@@ -274,11 +283,16 @@ end
 -- id sent again for the items in another order, or cut into calls another
 -- way (an rbloom of another call size), applied the calls that found no
 -- record, some of their items a second time. Sent again as it was, this
--- call is applied then.
-local function full(create, record, field, tag, inc, keep, why)
+-- call is applied then. The record holds the partition's incarnation, so
+-- a call that may create its partition and finds none (missing: the
+-- partition's key, f, header and TTL) creates it, empty, first: another
+-- call creating it afterwards, of this batch or another process's, would
+-- give it another incarnation, in which the mark is not found.
+local function full(create, record, field, tag, inc, keep, why, missing)
   if create == 'f' then
     remember(record, field, tag, inc, 'F' .. why, keep)
   elseif tag ~= '' then
+    if missing then createEmpty(missing.key, missing.f, missing.head, missing.ttl) end
     redis.call('HSET', record, ownField(field, tag), inc .. REFUSED .. tag)
     if redis.call('PTTL', record) < keep then redis.call('PEXPIRE', record, keep) end
   end
