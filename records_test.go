@@ -1,11 +1,13 @@
 package rbloom
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,4 +324,79 @@ func TestOnceFullMidBatch(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestOnceCutBetweenCalls: when the partition is replaced between a
+// batch's first call and its later ones (here a Drop lands between two
+// commands of the batch's pipeline, as another process's command can),
+// the later calls write nothing, and the id sent again for the items in
+// another order applies each item once (found by an outside review:
+// applied in the new partition with no record of the first call there,
+// they were applied again by the reordered batch, 4 items counted twice,
+// with ErrOpIDReused).
+func TestOnceCutBetweenCalls(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		other := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
+		t.Cleanup(func() { other.Close() })
+		dropper := newCounting(t, other, "cut", Options{Capacity: 1000})
+		must(newCounting(t, rdb, "warm", Options{Capacity: 1000}).AddManyOnce(ctx, []string{"x"}, "w")).on(t) // loads add.lua
+		cut := &cutPipeline{between: func() {
+			if err := dropper.Drop(ctx); err != nil {
+				t.Error(err)
+			}
+		}}
+		rdb.AddHook(cut)
+		c := newCounting(t, rdb, "cut", Options{Capacity: 1000})
+		batch := make([]string, c.f.perCall()+4) // two calls
+		for i := range batch {
+			batch[i] = fmt.Sprint("item-", i)
+		}
+		_, err := c.AddManyOnce(ctx, batch, "id")
+		if !cut.done.Load() {
+			t.Fatal("the pipeline was not cut")
+		}
+		t.Logf("the batch cut by a Drop: %v", err)
+		reordered := slices.Clone(batch)
+		slices.Reverse(reordered)
+		_, err = dropper.AddManyOnce(ctx, reordered, "id")
+		t.Logf("the id sent again for the items in another order: %v", err)
+		counts := must(dropper.CountMany(ctx, batch)).on(t)
+		held := int64(0)
+		for i, n := range counts {
+			if n > 1 {
+				t.Errorf("%s counted %d times", batch[i], n)
+			}
+			held += int64(n)
+		}
+		if items := must(dropper.Info(ctx)).on(t).Items; items != held {
+			t.Errorf("Info.Items = %d, but %d items are held, each once", items, held)
+		}
+		if errors.Is(err, ErrOpIDReused) && held != 0 {
+			t.Errorf("the id refused for the items in another order, but %d items are held", held)
+		}
+	})
+}
+
+// cutPipeline is a go-redis hook that sends the first pipeline of two or
+// more script calls in two round trips, the first call alone, and runs
+// between before the rest.
+type cutPipeline struct {
+	between func()
+	done    atomic.Bool
+}
+
+func (h *cutPipeline) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *cutPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *cutPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) < 2 || cmds[0].Name() != "evalsha" || !h.done.CompareAndSwap(false, true) {
+			return next(ctx, cmds)
+		}
+		err := next(ctx, cmds[:1])
+		h.between()
+		if err2 := next(ctx, cmds[1:]); err == nil {
+			err = err2
+		}
+		return err
+	}
 }

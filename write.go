@@ -177,7 +177,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 				return failf(ErrRebuildLost, "%s: the copy vanished (a Drop, or another rebuild took over)", f.name)
 			}
 			if try == 2 {
-				return failf(ErrDamaged, "%s: partitions keep vanishing", f.name)
+				return failf(ErrDamaged, "%s: partitions keep vanishing (or were replaced while a batch under an operation id was written)", f.name)
 			}
 			exists, err := f.settle(ctx)
 			switch {

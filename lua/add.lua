@@ -36,7 +36,9 @@
 -- Returns   one character per item: '1' if all its slots were non-zero
 --           before (it may already have been present), '0' otherwise;
 --           preceded by '+' when this call created the partition. '?' when
---           KEYS[1] does not exist and ARGV[4] is not '1': nothing written.
+--           KEYS[1] does not exist and ARGV[4] is not '1', or the batch's
+--           first call left no record (firstMissing in filter.lua):
+--           nothing written.
 --           '!' and the 64-byte header of the filter being resized into,
 --           when a resize holds KEYS[1] (header byte MARK_BYTE = 2, the new
 --           header at KEYS[2]) and ARGV[4] is not 'f': nothing written; the
@@ -63,11 +65,12 @@ if err then return err end
 if not exists and create ~= '1' then return '?' end
 -- A partition this call creates gets the incarnation of ARGV[1].
 local inc = incarnation(head or ARGV[1])
-local done
-done, err = replay(3, field, tag, inc)
+local done, cut
+done, err, cut = replay(3, field, tag, inc)
 if err then return err end
 if done then return done end
 if create == 'r' then return recordOnly(record, field, tag, inc, a.answers, n, keep) end
+if cut then return FIRST_MISSING end
 local copy
 copy, err = copyOf(head, f, copyKey)
 if err then return err end

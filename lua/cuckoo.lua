@@ -40,8 +40,9 @@
 --           partition; for a delete '1' if one copy of the fingerprint was
 --           taken out, '0' if none was there (nothing changed). '?' when
 --           KEYS[1] does not exist and may not be created (a delete never
---           creates it): nothing written. '!' and a header as add.lua's,
---           during a resize.
+--           creates it), or the batch's first call left no record
+--           (firstMissing in filter.lua): nothing written. '!' and a
+--           header as add.lua's, during a resize.
 
 local key, copyKey, record = KEYS[1], KEYS[2], KEYS[3]
 local field, tag, onlyAbsent, op = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
@@ -88,11 +89,12 @@ local exists, head, err = open(key, f)
 if err then return err end
 if not exists and create ~= '1' then return '?' end
 local inc = incarnation(head or ARGV[1])
-local done
-done, err = replay(3, field, tag, inc)
+local done, cut
+done, err, cut = replay(3, field, tag, inc)
 if err then return err end
 if done then return done end
 if create == 'r' then return recordOnly(record, field, tag, inc, a.answers, n, keep) end
+if cut then return FIRST_MISSING end
 local copy
 if op == 'a' then
   copy, err = copyOf(head, f, copyKey)

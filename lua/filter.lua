@@ -192,7 +192,9 @@ end
 -- id. A record with another tag in the same incarnation, this call's or
 -- the batch's first call's, means the operation id was used for another
 -- batch: the second return value is then an error reply, and nothing may
--- be written.
+-- be written. The third is true for a later call of a batch whose first
+-- call to the partition left nothing here in this incarnation (see
+-- firstMissing).
 local function replay(first, field, tag, inc)
   local n = #KEYS - first + 1
   if not ((tag == '' and n == 1 and #field >= 1 and #field <= RECORD_FIELD) or
@@ -205,6 +207,7 @@ local function replay(first, field, tag, inc)
   local own = ownField(field, tag)
   local firstCall = string.sub(field, RECORD_FIELD + 1)
   local other = false -- the batch's first call here recorded another tag
+  local firstSeen = (tag == '' or firstCall == own) -- its record or mark, here
   local refused = inc .. REFUSED .. tag -- this call, refused as full before
   for i = first, #KEYS do
     local done, head
@@ -229,15 +232,28 @@ local function replay(first, field, tag, inc)
       if string.sub(answer, 1, 1) == 'F' then return nil, reject('FULL', string.sub(answer, 2)) end
       return answer
     end
-    if head and head ~= refused and string.sub(head, 1, #inc) == inc and string.sub(head, #inc + 1, #inc + #tag) ~= tag then
-      other = true
+    if head and string.sub(head, 1, #inc) == inc then
+      firstSeen = true
+      if head ~= refused and string.sub(head, #inc + 1, #inc + #tag) ~= tag then other = true end
     end
   end
   if other then
     return nil, reject('OPID', 'the first call of this id here records another batch')
   end
-  return nil
+  return nil, nil, not firstSeen
 end
+
+-- firstMissing is the answer of a write call under an operation id that
+-- is not its batch's first call to the partition, when that first call
+-- left neither its record nor a refusal here, in this incarnation: it ran
+-- first, so the partition was replaced since (a Drop, a TTL, a Create of a
+-- missing partition) or the call answered '?'. Applied, this call would be
+-- applied again by the id sent again cut another way, whose first call
+-- finds nothing either (found by an outside review: reordered, 36 items
+-- written with ErrOpIDReused, 4 of them a second time). It writes
+-- nothing and answers '?', as for a partition that does not exist: the
+-- client sends its calls again, in order, or fails.
+local FIRST_MISSING = '?'
 
 -- remember records answer in the hash key, which then lives at least ttl
 -- ms more: a hash of operation ids is shared by every process, and one

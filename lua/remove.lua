@@ -18,8 +18,10 @@
 -- ARGV[5..] the bit offsets of each item's k counters, in decimal, item
 --           after item
 -- Returns   one character per item: '1' removed, '0' definitely absent
---           (nothing changed); '?' when KEYS[1] does not exist (nothing
---           written: the client tells a new filter from a damaged one).
+--           (nothing changed); '?' when KEYS[1] does not exist, or the
+--           batch's first call left no record (firstMissing in filter.lua):
+--           nothing written (the client tells a new filter from a damaged
+--           one).
 
 local key, record = KEYS[1], KEYS[2]
 local field, tag = ARGV[3], ARGV[4]
@@ -37,10 +39,11 @@ bitfield, n, err = slots(f, ARGV, FIRST_OFFSET, 'INCRBY', '-1')
 if err then return err end
 if not exists then return '?' end
 local inc = incarnation(head)
-local done
-done, err = replay(2, field, tag, inc)
+local done, cut
+done, err, cut = replay(2, field, tag, inc)
 if err then return err end
 if done then return done end
+if cut then return FIRST_MISSING end
 local k, slotCount = f.k, n * f.k
 
 -- removeFrom removes the items from the filter at key and returns its
