@@ -88,7 +88,14 @@ func (r *records) random(p int, key string, keep time.Duration, now time.Time) r
 // filter's IDLifetime, as every process does; it is kept at least retry
 // too, this client's retryKeep, since go-redis may re-send the call (the
 // same hashes) that late even when keep is shorter.
-func onceRecord(key, op string, seq int, id, tag string, keep, retry time.Duration, now time.Time) record {
+//
+// first is when the batch's first calls were made (zero: now). A call
+// made so much later that it does not look in the hash where the first
+// call to the partition recorded (a batch longer than its records'
+// horizon) sends its own field as the first call's: it cannot check that
+// record, and must not take its absence for a batch cut short (see
+// firstMissing in lua/filter.lua).
+func onceRecord(key, op string, seq int, id, tag string, keep, retry time.Duration, now, first time.Time) record {
 	fieldOf := func(seq int) string {
 		h1, h2 := murmur3.Sum128([]byte(op + "\x00" + strconv.Itoa(seq) + "\x00" + id))
 		var field [16]byte
@@ -109,7 +116,11 @@ func onceRecord(key, op string, seq int, id, tag string, keep, retry time.Durati
 		keys = append(keys, hash(b-d))
 	}
 	ttl := max(keep.Milliseconds()+2*span, retry.Milliseconds()+span)
-	return record{field: fieldOf(seq) + fieldOf(0), tag: tag, keys: keys, ttl: ttl}
+	anchor := fieldOf(0)
+	if b0, _ := recordBucket(keep, first); !first.IsZero() && b0 < b-recordBucketsPerKeep-1 {
+		anchor = fieldOf(seq)
+	}
+	return record{field: fieldOf(seq) + anchor, tag: tag, keys: keys, ttl: ttl}
 }
 
 // recordBucket returns the record bucket of now for records kept keep,

@@ -400,3 +400,30 @@ func (h *cutPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		return err
 	}
 }
+
+// TestOnceLongBatch: a batch under an operation id whose later calls are
+// made after its first call's record hash has left the hashes they look
+// in (a batch longer than its records' horizon) is applied, once (found
+// by an outside review: such calls took the record out of their sight for
+// a batch cut short, and the batch failed with ErrDamaged every time it
+// was sent, applying its first calls again each time).
+func TestOnceLongBatch(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		c := newCounting(t, rdb, "long", Options{Capacity: 10_000, IDLifetime: 4 * time.Second})
+		clk := newClock(time.UnixMilli(1_700_000_000_000))
+		c.f.now = func() time.Time { // a second more at every look: a call a record bucket
+			clk.t = clk.t.Add(time.Second)
+			return clk.t
+		}
+		batch := make([]string, 10*c.f.perCall())
+		for i := range batch {
+			batch[i] = fmt.Sprint("item-", i)
+		}
+		if _, err := c.AddManyOnce(ctx, batch, "id"); err != nil {
+			t.Fatalf("a batch of 10 calls a record bucket apart: %v", err)
+		}
+		if items := must(c.Info(ctx)).on(t).Items; items != int64(len(batch)) {
+			t.Errorf("Info.Items = %d, want %d", items, len(batch))
+		}
+	})
+}

@@ -318,11 +318,11 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 			if len(group) == 0 && (p == w.root || all) && lo == 0 {
 				// No event here: a call with none touches the ring (and
 				// checks the settings), as said on Window.root.
-				parts = append(parts, part{p: p, rec: f.record("window", "", p, 0, "", f.retryKeep)})
+				parts = append(parts, part{p: p, rec: f.record("window", "", p, 0, "", f.retryKeep, time.Time{})})
 				continue
 			}
 			for a, z := range spans(len(group), perCall) {
-				parts = append(parts, part{p: p, rec: f.record("window", opID, p, seq[p], batch, keep), at: group[a:z]})
+				parts = append(parts, part{p: p, rec: f.record("window", opID, p, seq[p], batch, keep, time.Time{}), at: group[a:z]})
 				seq[p]++
 			}
 		}
@@ -453,7 +453,7 @@ func (w *Window) create(ctx context.Context) error {
 	// (each keeps the one its settings remember, if they do).
 	inc := randomIncarnation()
 	call := func(p int) scriptCall {
-		rec := f.record("window", "", p, 0, "", f.retryKeep)
+		rec := f.record("window", "", p, 0, "", f.retryKeep, time.Time{})
 		return w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, "1", w.expected(), "create"))
 	}
 	var calls []scriptCall

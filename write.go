@@ -29,6 +29,7 @@ type writeOp struct {
 	batch  string        // under opID, the digest of the whole batch, every call's tag
 	absent bool          // add.lua adds only the items that test absent
 	fill   bool          // a rebuild's fill: its partitions are copies, never created
+	start  time.Time     // under opID, when the batch's first calls were made
 }
 
 // addOp is an add; a filter of one key may be created by any add, the
@@ -82,7 +83,7 @@ func (f *filter) writeOnce(ctx context.Context, op writeOp, items []string, opID
 	if opID == "" || len(opID) > 256 {
 		return nil, callError(op.name, failf(ErrInvalidOptions, "operation id %q: want 1 to 256 bytes", opID))
 	}
-	op.opID, op.keep, op.batch = opID, f.idLifetime, digest(items, f.perCall())
+	op.opID, op.keep, op.batch, op.start = opID, f.idLifetime, digest(items, f.perCall()), f.now()
 	return f.write(ctx, op, items)
 }
 
@@ -417,7 +418,7 @@ func answer(r string, at []int, out []bool) error {
 // and the same batch sent again makes the same calls.
 func (f *filter) call(op writeOp, p, seq int, chunk []string, pl placement, at []int) scriptCall {
 	key := f.parts[p].key
-	rec := f.record(op.name, op.opID, p, seq, op.batch, op.keep)
+	rec := f.record(op.name, op.opID, p, seq, op.batch, op.keep, op.start)
 	keep := strconv.FormatInt(rec.ttl, 10)
 	var args []any
 	var keys []string
@@ -469,11 +470,11 @@ func withIncarnation(head, inc string) string {
 // record is the record of a call of op to partition p: a random one, or,
 // under the caller's operation id opID, the seq-th of the batch's calls
 // to that partition, tagged with batch, the digest of the whole batch.
-func (f *filter) record(op, opID string, p, seq int, batch string, keep time.Duration) record {
+func (f *filter) record(op, opID string, p, seq int, batch string, keep time.Duration, first time.Time) record {
 	if opID == "" {
 		return f.records.random(p, f.parts[p].key, keep, f.now())
 	}
-	return onceRecord(f.parts[p].key, op, seq, opID, batch, keep, f.retryKeep, f.now())
+	return onceRecord(f.parts[p].key, op, seq, opID, batch, keep, f.retryKeep, f.now(), first)
 }
 
 // settle is called when a write found one of the filter's partitions
