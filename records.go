@@ -89,13 +89,12 @@ func (r *records) random(p int, key string, keep time.Duration, now time.Time) r
 // too, this client's retryKeep, since go-redis may re-send the call (the
 // same hashes) that late even when keep is shorter.
 //
-// first is when the batch's first calls were made (zero: now). A call
-// made so much later that it does not look in the hash where the first
-// call to the partition recorded (a batch longer than its records'
-// horizon) sends its own field as the first call's: it cannot check that
-// record, and must not take its absence for a batch cut short (see
-// firstMissing in lua/filter.lua).
-func onceRecord(key, op string, seq int, id, tag string, keep, retry time.Duration, now, first time.Time) record {
+// now is when the batch started, the same for all of its calls (write.go,
+// record): they record in the same hash and look in the same ones, so
+// that a later call finds its batch's first call's record however long
+// the batch takes, and a batch sent again soon after the first send finds
+// every record of it however slow its own calls are.
+func onceRecord(key, op string, seq int, id, tag string, keep, retry time.Duration, now time.Time) record {
 	fieldOf := func(seq int) string {
 		h1, h2 := murmur3.Sum128([]byte(op + "\x00" + strconv.Itoa(seq) + "\x00" + id))
 		var field [16]byte
@@ -116,11 +115,7 @@ func onceRecord(key, op string, seq int, id, tag string, keep, retry time.Durati
 		keys = append(keys, hash(b-d))
 	}
 	ttl := max(keep.Milliseconds()+2*span, retry.Milliseconds()+span)
-	anchor := fieldOf(0)
-	if b0, _ := recordBucket(keep, first); !first.IsZero() && b0 < b-recordBucketsPerKeep-1 {
-		anchor = fieldOf(seq)
-	}
-	return record{field: fieldOf(seq) + anchor, tag: tag, keys: keys, ttl: ttl}
+	return record{field: fieldOf(seq) + fieldOf(0), tag: tag, keys: keys, ttl: ttl}
 }
 
 // recordBucket returns the record bucket of now for records kept keep,

@@ -29,7 +29,7 @@ type writeOp struct {
 	batch  string        // under opID, the digest of the whole batch, every call's tag
 	absent bool          // add.lua adds only the items that test absent
 	fill   bool          // a rebuild's fill: its partitions are copies, never created
-	start  time.Time     // under opID, when the batch's first calls were made
+	start  time.Time     // under opID, when the batch started: its calls' records are filed by it
 }
 
 // addOp is an add; a filter of one key may be created by any add, the
@@ -469,12 +469,16 @@ func withIncarnation(head, inc string) string {
 
 // record is the record of a call of op to partition p: a random one, or,
 // under the caller's operation id opID, the seq-th of the batch's calls
-// to that partition, tagged with batch, the digest of the whole batch.
+// to that partition, tagged with batch, the digest of the whole batch,
+// filed by first, when the batch started (zero: now; see onceRecord).
 func (f *filter) record(op, opID string, p, seq int, batch string, keep time.Duration, first time.Time) record {
 	if opID == "" {
 		return f.records.random(p, f.parts[p].key, keep, f.now())
 	}
-	return onceRecord(f.parts[p].key, op, seq, opID, batch, keep, f.retryKeep, f.now(), first)
+	if first.IsZero() {
+		first = f.now()
+	}
+	return onceRecord(f.parts[p].key, op, seq, opID, batch, keep, f.retryKeep, first)
 }
 
 // settle is called when a write found one of the filter's partitions
