@@ -294,14 +294,7 @@ func TestOnceFullMidBatch(t *testing.T) {
 					t.Errorf("the id refused for the items in another order wrote: %d items, want 5", items)
 				}
 				must(free.AddManyOnce(ctx, batch, "id")).on(t)
-				if items := must(free.Info(ctx)).on(t).Items; items != int64(len(batch)) {
-					t.Errorf("the batch sent again as it was: %d items, want %d, each once", items, len(batch))
-				}
-				for i, ok := range must(free.TestMany(ctx, batch)).on(t) {
-					if !ok {
-						t.Errorf("%s absent after the batch was sent again", batch[i])
-					}
-				}
+				heldOnce(t, free, batch, "the batch sent again as it was")
 
 				// The mark of a call refused before its partition existed
 				// counts once another process has created the partition
@@ -453,13 +446,20 @@ func TestOnceSlowReplay(t *testing.T) {
 			return clk.t
 		}
 		must(c.RemoveManyOnce(ctx, batch, "rm")).on(t)
-		if items := must(c.Info(ctx)).on(t).Items; items != int64(len(batch)) {
-			t.Errorf("Info.Items = %d, want %d: the batch sent again removed items a second time", items, len(batch))
-		}
-		for i, ok := range must(c.TestMany(ctx, batch)).on(t) {
-			if !ok {
-				t.Fatalf("%s, added twice and removed once, tests absent", batch[i])
-			}
-		}
+		heldOnce(t, c, batch, "the batch of removes sent again")
 	})
+}
+
+// heldOnce checks that f holds exactly the items, once each, and that
+// each tests present, after what.
+func heldOnce(t *testing.T, f Filter, items []string, what string) {
+	t.Helper()
+	if n := must(f.Info(ctx)).on(t).Items; n != int64(len(items)) {
+		t.Errorf("%s: Info.Items = %d, want %d, each item once", what, n, len(items))
+	}
+	for i, ok := range must(f.TestMany(ctx, items)).on(t) {
+		if !ok {
+			t.Errorf("%s: %s tests absent", what, items[i])
+		}
+	}
 }
