@@ -296,9 +296,10 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 		keep = f.idLifetime
 	}
 	perCall := max(1, maxWindowWords/(f.h.k*len(w.r.fields())))
-	batch := ""
+	batch, start := "", time.Time{}
 	if opID != "" {
-		batch = digest(events, perCall)
+		// Every call's record filed by the batch's start, as write.go's.
+		batch, start = digest(events, perCall), f.now()
 	}
 	seq := make([]int, len(f.parts))
 	created := false
@@ -322,7 +323,7 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 				continue
 			}
 			for a, z := range spans(len(group), perCall) {
-				parts = append(parts, part{p: p, rec: f.record("window", opID, p, seq[p], batch, keep, time.Time{}), at: group[a:z]})
+				parts = append(parts, part{p: p, rec: f.record("window", opID, p, seq[p], batch, keep, start), at: group[a:z]})
 				seq[p]++
 			}
 		}
