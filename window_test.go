@@ -460,3 +460,38 @@ func TestWindowBatchCopies(t *testing.T) {
 		t.Errorf("x answered %v first and %v second, want true twice (held, then its copy)", got[0], got[len(got)-1])
 	}
 }
+
+// TestWindowSlowReplay: a window batch sent again under its id soon after
+// the first send, whose own calls are slow (here a record bucket apart),
+// gets the first send's decisions: its calls look for their records by
+// the time the batch started, as the first send's filed them.
+func TestWindowSlowReplay(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		clk := newClock(time.UnixMilli(1_700_000_000_000))
+		w := clocked(must(NewWindow(rdb, "slow-replay", WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour,
+			Span: 2 * time.Hour, IDLifetime: 4 * time.Second})).on(t), clk)
+		w.f.now = clk.now
+		perCall := max(1, maxWindowWords/(w.f.h.k*len(w.r.fields())))
+		evs := events("e", 10*perCall)
+		first := must(w.TestOrAddManyOnce(ctx, evs, "id")).on(t)
+		look := clk.t.Add(500 * time.Millisecond)
+		w.f.now = func() time.Time { // the send again: a second more at every look
+			look = look.Add(time.Second)
+			return look
+		}
+		again := must(w.TestOrAddManyOnce(ctx, evs, "id")).on(t)
+		if !slices.Equal(first, again) {
+			t.Errorf("the batch sent again answered %d events otherwise than the first send", len(evs)-countEqual(first, again))
+		}
+	})
+}
+
+func countEqual(a, b []bool) int {
+	n := 0
+	for i := range a {
+		if a[i] == b[i] {
+			n++
+		}
+	}
+	return n
+}
