@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -90,6 +91,15 @@ func (r ring) parseState(key, head string, bucketMS int64) (ringState, error) {
 		}
 		st.held = append(st.held, h)
 		st.items = append(st.items, at(ringPositionsByte+ringPositionSize*q+8))
+	}
+	// No window leaves two generations more than gens buckets apart (each
+	// call marks the older ones first): one moved out of the span by a
+	// rewritten position would answer its events new.
+	newest := slices.Max(st.held)
+	for q, h := range st.held {
+		if h > 0 && h < newest-int64(r.gens) {
+			return st, failf(ErrDamaged, "%s: position %d holds bucket %d, more than %d before bucket %d", key, q, h, r.gens, newest)
+		}
 	}
 	return st, nil
 }

@@ -220,6 +220,19 @@ else
     end
     held[q] = h
   end
+  -- Every call marks the generations older than the span before it
+  -- writes, so no window leaves two more than gens buckets apart: a
+  -- position rewritten with another bucket of its residue would push
+  -- live generations out of the span, and their events would answer new.
+  local newest = 0
+  for q = 0, W - 1 do
+    if held[q] > newest then newest = held[q] end
+  end
+  for q = 0, W - 1 do
+    if held[q] > 0 and held[q] < newest - gens then
+      return reject('DAMAGED', ring .. ': position ' .. q .. ' holds bucket ' .. held[q] .. ', more than ' .. gens .. ' before bucket ' .. newest)
+    end
+  end
 end
 
 -- An operation id's record holds the incarnation of the rings it was
