@@ -206,18 +206,17 @@ func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID st
 // the seed's k = 21. A call costs about 1 us a slot word (most of it the
 // BITFIELD reads and writes of scattered words, and the arguments Redis
 // hands to Lua) plus about 60 us of its own (settings, state, record: a
-// call of one event took 83.9 us at a54f7d1), so
-// fewer words cost more an event: on this 2-core machine, 24 past
+// call of one event took 83.9 us at a54f7d1), so fewer words cost more an
+// event. On this 2-core machine, with a54f7d1's script: 24 past
 // generations at 1e-9 (k = 21), 200,000 events a bucket, batches of 1,000
 // taking turns, 315 words a call cost 3.0 to 4.9% more an event than 525
-// in three runs of 600 batches (383 against 620 us a call, at a54f7d1).
-// At the seed's size (rbloom bench -seed, 1 minute as fast as it goes)
-// 525 words held 30,382 and 31,462 events/s with calls of p99.9 3,408 and
-// 1,516 us (4,414 of 87,420 and 2,355 of 90,474 calls of 1 ms or more),
-// and 315 words 32,607 and 31,922 events/s with p99.9 700 and 741 us (6 of
-// 145,180 and 17 of 142,054): the same rate within the runs' spread, and
-// calls under the 1 ms of issue 18.
-// window.lua refuses more than 1,500.
+// in three runs of 600 batches (383 against 620 us a call). At the seed's
+// size (rbloom bench -seed, 1 minute as fast as it goes) 525 words held
+// 30,382 and 31,462 events/s with calls of p99.9 3,408 and 1,516 us (4,414
+// of 87,420 and 2,355 of 90,474 calls of 1 ms or more), and 315 words
+// 32,607 and 31,922 events/s with p99.9 700 and 741 us (6 of 145,180 and
+// 17 of 142,054): the same rate within the runs' spread, and calls under
+// the 1 ms of issue 18. window.lua refuses more than 1,500 words.
 const maxWindowWords = 315
 
 // place hashes events, with each slot's offset that of its word.
