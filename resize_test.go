@@ -259,11 +259,7 @@ func (h *afterForward) DialHook(next redis.DialHook) redis.DialHook          { r
 func (h *afterForward) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *afterForward) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		forwarded := slices.ContainsFunc(cmds, func(c redis.Cmder) bool {
-			a := c.Args()
-			nk, _ := a[min(2, len(a)-1)].(int)
-			return len(a) > 3+nk+3 && (a[0] == "evalsha" || a[0] == "eval") && a[3+nk+3] == "f"
-		})
+		forwarded := afterForwardCalls(cmds)
 		if !forwarded {
 			return next(ctx, cmds)
 		}
@@ -284,6 +280,16 @@ func (h *afterForward) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// afterForwardCalls reports whether cmds carry a call made after a forward
+// to a resize's new filter (add.lua's or cuckoo.lua's ARGV[4] 'f').
+func afterForwardCalls(cmds []redis.Cmder) bool {
+	return slices.ContainsFunc(cmds, func(c redis.Cmder) bool {
+		a := c.Args()
+		nk, _ := a[min(2, len(a)-1)].(int)
+		return len(a) > 3+nk+3 && (a[0] == "evalsha" || a[0] == "eval") && a[3+nk+3] == "f"
+	})
 }
 
 // TestFullMidResizeUndone: an add sent to a resize's new filter, then
@@ -433,5 +439,78 @@ func TestOnceForwardedThenSwitched(t *testing.T) {
 				t.Errorf("%s: Count(%s) = %d after event-1 and its replay, want 1", mode, item, n)
 			}
 		}
+	}
+}
+
+// TestOnceForwardSlowReplay: a batch under an operation id made while a
+// resize runs, whose calls to the old filter fail after its items were
+// forwarded to the new filter's copies, and which is sent again soon after
+// with slow calls (a record bucket apart), adds its items to the new
+// filter once. The forward is a batch of its own under an id derived from
+// the caller's; its calls file and look for their records by the time the
+// caller's batch started, as the caller's calls do. Before, each filed by
+// its own time (found in a reading of the change of 30059fb): the send
+// again failed, the new filter's copies "vanished", as its later forward
+// calls missed the first one's record and answered '?'.
+func TestOnceForwardSlowReplay(t *testing.T) {
+	admin := realRedis(t)
+	o := Options{Capacity: 10_000, Partitions: 1, IDLifetime: 4 * time.Second}
+	c := newCounting(t, admin, "fwd-slow", o)
+	wrdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})
+	defer wrdb.Close()
+	wrdb.AddHook(&failForwarded{})
+	w := newCounting(t, wrdb, "fwd-slow", o) // the writer, with its own clock
+	batch := make([]string, 10*w.f.perCall())
+	for i := range batch {
+		batch[i] = fmt.Sprint("item-", i)
+	}
+	fill := func(add func([]string) error) error {
+		sent := time.Now()
+		if _, err := w.AddManyOnce(ctx, batch, "id"); err == nil {
+			t.Fatal("the calls after the forward were failed, and AddManyOnce returned nil")
+		}
+		look := sent.Add(500 * time.Millisecond)
+		w.f.now = func() time.Time { // the send again: a second more at every look
+			look = look.Add(time.Second)
+			return look
+		}
+		must(w.AddManyOnce(ctx, batch, "id")).on(t)
+		return nil
+	}
+	o.Capacity = 20_000
+	g := must(c.Resize(ctx, o, fill)).on(t)
+	twice := 0
+	for _, n := range must(g.CountMany(ctx, batch)).on(t) {
+		if n != 1 {
+			twice++
+		}
+	}
+	if twice > 0 {
+		t.Errorf("%d of %d items counted otherwise than once in the resized filter", twice, len(batch))
+	}
+	if n := must(g.Info(ctx)).on(t).Items; n != int64(len(batch)) {
+		t.Errorf("Info.Items = %d in the resized filter, want %d", n, len(batch))
+	}
+}
+
+// failForwarded is a go-redis hook that fails, unsent, the first pipeline
+// of calls made after a forward to a resize's new filter
+// (afterForwardCalls).
+type failForwarded struct{ done bool }
+
+func (h *failForwarded) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *failForwarded) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *failForwarded) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		forwarded := afterForwardCalls(cmds)
+		if forwarded && !h.done {
+			h.done = true
+			err := errors.New("injected: the calls after the forward are lost")
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
 	}
 }

@@ -362,6 +362,7 @@ func (f *filter) partOf(op, sub writeOp, what string, items []string) writeOp {
 	if op.opID != "" {
 		sub.batch = digest(items, f.perCall())
 		sub.opID, sub.keep = op.opID+"\x00"+what+"\x00"+hex.EncodeToString([]byte(sub.batch)), op.keep
+		sub.start = op.start // its records filed as op's are (record)
 	}
 	return sub
 }
@@ -470,7 +471,8 @@ func withIncarnation(head, inc string) string {
 // record is the record of a call of op to partition p: a random one, or,
 // under the caller's operation id opID, the seq-th of the batch's calls
 // to that partition, tagged with batch, the digest of the whole batch,
-// filed by first, when the batch started (zero: now; see onceRecord).
+// filed by first, when the batch started (writeOnce and partOf set it;
+// zero, for an op built otherwise, as a test does: now; see onceRecord).
 func (f *filter) record(op, opID string, p, seq int, batch string, keep time.Duration, first time.Time) record {
 	if opID == "" {
 		return f.records.random(p, f.parts[p].key, keep, f.now())
