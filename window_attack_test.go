@@ -92,6 +92,32 @@ func TestWindowLongPause(t *testing.T) {
 	}
 }
 
+// TestWindowHeldPastPosition200: window.lua reads the ring's positions
+// 200 at a time (Lua's stack): events held at positions past the first
+// chunk answer seen, and an event from every bucket of the span too.
+func TestWindowHeldPastPosition200(t *testing.T) {
+	rdb := realRedis(t)
+	clk := newClock(time.UnixMilli(1_000_000_000_000))
+	w := clocked(must(NewWindow(rdb, "positions", WindowOptions{EventsPerBucket: 10, ErrorRate: 0.01,
+		Bucket: time.Second, Span: 800 * time.Second, Partitions: 1})).on(t), clk)
+	var events []string
+	for i := range 450 {
+		events = append(events, fmt.Sprint("e", i))
+		must(w.TestOrAdd(ctx, events[i])).on(t)
+		clk.add(time.Second)
+	}
+	for name, seen := range map[string][]bool{
+		"TestOrAddMany": must(w.TestOrAddMany(ctx, events)).on(t),
+		"TestMany":      must(w.TestMany(ctx, events)).on(t),
+	} {
+		for i, s := range seen {
+			if !s {
+				t.Fatalf("%s: event %d of 450, one a bucket, answered new", name, i)
+			}
+		}
+	}
+}
+
 // TestWindowLostPartition: a partition whose ring and settings are gone
 // while the root's live (FLUSHALL of one cluster master, say) is
 // ErrDamaged from every method: its events cannot be told from new ones.

@@ -122,10 +122,12 @@ do
   local qe = expected % W
   local lo, hi = DATA * 8 + qe, DATA * 8 + (f.m - 1) * W + qe
   local ok, bad = pcall(function()
-    for i = FIRST_OFFSET, #argv do
-      local o = argv[i] + 0
-      if o < lo or o > hi or (o - lo) % W ~= 0 then return i end
-      words[i - FIRST_OFFSET + 1] = o - qe
+    -- Locals, not upvalues: each use of an upvalue costs an instruction.
+    local args, into, low, high, width, shift, before = argv, words, lo, hi, W, qe, FIRST_OFFSET - 1
+    for i = before + 1, #args do
+      local o = args[i] + 0
+      if o < low or o > high or (o - low) % width ~= 0 then return i end
+      into[i - before] = o - shift
     end
   end)
   if not ok then return reject('ARGS', 'ARGV[' .. FIRST_OFFSET .. '..] are not all numbers') end
@@ -159,11 +161,21 @@ end
 -- struct library does it in C: the state's W + 3 of them cost about 2 us
 -- a call where Lua took 15 at the seed's W = 26. miniredis's Lua has no
 -- struct: there, the bytes.
-local int64
+local int64, buckets
 local hasStruct, structLib = pcall(function() return struct end)
 if hasStruct and structLib then
   local unpackInt = structLib.unpack
   int64 = function(s, i) return (unpackInt('>i8', s, i)) end
+  -- buckets reads the W positions' buckets into held, up to 200 in one
+  -- C call (the Lua stack takes about 8,000 values).
+  buckets = function(s, held)
+    local skip = string.rep('x', RING_POSITION_SIZE - 8)
+    for lo = 0, W - 1, 200 do
+      local c = math.min(200, W - lo)
+      local v = {unpackInt('>' .. string.rep('i8' .. skip, c), s, RING_POSITIONS_BYTE + 1 + RING_POSITION_SIZE * lo)}
+      for x = 1, c do held[lo + x - 1] = v[x] end
+    end
+  end
 else
   local byte = string.byte
   int64 = function(s, i)
@@ -173,6 +185,9 @@ else
         255 - e) * 256 + 255 - g) * 256 + 255 - h) * 256 + 255 - l)
     end
     return ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + g) * 256 + h) * 256 + l
+  end
+  buckets = function(s, held)
+    for q = 0, W - 1 do held[q] = int64(s, RING_POSITIONS_BYTE + 1 + RING_POSITION_SIZE * q) end
   end
 end
 
@@ -213,12 +228,12 @@ else
   if storedInc and incarnation(got) ~= storedInc then
     return reject('DAMAGED', ring .. ' has another incarnation than ' .. settings .. ' says: another ring was put in its place')
   end
+  buckets(got, held)
   for q = 0, W - 1 do
-    local h = int64(got, RING_POSITIONS_BYTE + 1 + RING_POSITION_SIZE * q)
+    local h = held[q]
     if h < -2 or (h > 0 and h % W ~= q) then
       return reject('DAMAGED', ring .. ': position ' .. q .. ' holds ' .. h)
     end
-    held[q] = h
   end
   -- Every call marks the generations older than the span before it
   -- writes, so no window leaves two more than gens buckets apart: a
@@ -413,14 +428,20 @@ if n > 0 then
   local fmt = string.format
   -- read reads the words of the events in list, t = from .. to of each.
   local function read(list, from, to)
-    local get, at, a = {}, {}, 0
-    for _, i in ipairs(list) do
+    local get, at, a, g = {}, {}, 0, 0
+    for x = 1, #list do
+      local i = list[x]
       for t = from, to do
         local w = (i - 1) * k + t
         for j = 1, F do
           -- An offset as a string: Redis turns a number into one with
-          -- %.17g, about 200 ns each.
-          get[3 * a + 1], get[3 * a + 2], get[3 * a + 3] = 'GET', typ[j], fmt('%d', words[w] + RING_FIELD_BITS * (j - 1))
+          -- %.17g, about 200 ns each. One store a statement: a multiple
+          -- assignment stores right to left, the last index first, in
+          -- the table's hash part.
+          get[g + 1] = 'GET'
+          get[g + 2] = typ[j]
+          get[g + 3] = fmt('%d', words[w] + RING_FIELD_BITS * (j - 1))
+          g = g + 3
           a = a + 1
           at[a] = (w - 1) * F + j
         end
@@ -445,7 +466,8 @@ if n > 0 then
       read(list, from, upto)
       if upto == k then break end
       local doubt, d = {}, 0
-      for _, i in ipairs(list) do
+      for x = 1, #list do
+        local i = list[x]
         local base = (i - 1) * k
         for j = 1, F do
           local a = any[j]
@@ -503,15 +525,20 @@ if n > 0 then
         local w = base + t
         local v = vals[(w - 1) * F + cj]
         if not v or band(v, cbit) == 0 then
-          add[na + 1], add[na + 2], add[na + 4] = 'SET', 'u1', '1'
+          add[na + 1] = 'SET'
+          add[na + 2] = 'u1'
           add[na + 3] = fast and argv[FIRST_OFFSET + w - 1] or words[w] + qc
+          add[na + 4] = '1'
           na = na + 4
         end
       end
     end
   end
   if added > 0 then
-    add[na + 1], add[na + 2], add[na + 3], add[na + 4] = 'INCRBY', 'i64', itemsBit(qc), added
+    add[na + 1] = 'INCRBY'
+    add[na + 2] = 'i64'
+    add[na + 3] = itemsBit(qc)
+    add[na + 4] = added
     redis.call('BITFIELD', ring, unpack(add))
   end
 end
