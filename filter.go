@@ -73,6 +73,7 @@ type filter struct {
 	records    *records         // names this handle's random records
 	retryKeep  time.Duration    // how long a call's random record is kept (retryKeep)
 	bucketType any              // a cuckoo filter's "u<4f>", boxed once
+	blocked    bool             // a window's slots in blocks (blocks.go)
 }
 
 // part is one partition: its key and the header the scripts expect there.
@@ -155,6 +156,9 @@ func checkName(name string) error {
 
 // locate returns item's partition and appends its slots to dst.
 func (f *filter) locate(dst []uint64, item string) (int, []uint64) {
+	if f.blocked {
+		return locateBlocked(dst, item, f.h.k, f.h.m, len(f.parts))
+	}
 	return locate(dst, item, f.h.k, f.h.m, len(f.parts))
 }
 

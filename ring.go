@@ -169,9 +169,15 @@ func popcount(mask []uint32) int {
 
 // windowSettings is what a window's settings hash holds in 's': the
 // header, then ";ring;" and the bucket and span, which a window of the
-// earlier format (one key per generation) did not have.
-func windowSettings(head string, bucketMS, spanMS int64) string {
-	return fmt.Sprintf("%s;ring;bucket=%dms;span=%dms", head, bucketMS, spanMS)
+// earlier format (one key per generation) did not have, and for a window
+// whose slots are in blocks (blocks.go) their size and the slots of a
+// group.
+func windowSettings(head string, bucketMS, spanMS int64, blocked bool) string {
+	s := fmt.Sprintf("%s;ring;bucket=%dms;span=%dms", head, bucketMS, spanMS)
+	if blocked {
+		s += fmt.Sprintf(";blocks=%dx%d", blockSlots, groupSlots)
+	}
+	return s
 }
 
 // earlierFormat reports whether stored settings are those of a window of

@@ -3,6 +3,7 @@ package rbloom
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -55,6 +56,13 @@ type Window struct {
 	// call in, so that none expires before the root's while the window is
 	// used.
 	touchedAll atomic.Int64
+	// flat is the same window with its slots anywhere in a partition, as
+	// rbloom made windows before blocks (blocks.go); nil in flat itself.
+	// A window's settings say which it is: the handle uses flat once they
+	// do (useFlat), and blocks again when they say so (a Drop and a new
+	// window), so that it reads and writes each where they live.
+	flat    *Window
+	useFlat atomic.Bool
 }
 
 // WindowOptions size a Window. EventsPerBucket, Bucket and Span are
@@ -101,6 +109,18 @@ func NewWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 }
 
 func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
+	w, err := newWindowLayout(rdb, name, o, true)
+	if err != nil {
+		return nil, err
+	}
+	if w.flat, err = newWindowLayout(rdb, name, o, false); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// newWindowLayout returns the window of o with its slots in blocks or not.
+func newWindowLayout(rdb Client, name string, o WindowOptions, blocked bool) (*Window, error) {
 	bad := func(format string, args ...any) (*Window, error) {
 		return nil, failf(ErrInvalidOptions, format, args...)
 	}
@@ -122,6 +142,9 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	p := cmp.Or(o.ErrorRate, DefaultErrorRate)
 	perGen := -math.Expm1(math.Log1p(-p) / float64(gens+1))
 	need, k := windowSizing(o.EventsPerBucket, perGen)
+	if blocked {
+		need = blockedSlots(o.EventsPerBucket, need, k, perGen)
+	}
 	width := uint64(gens + 2)
 	maxRingSlots := (uint64(maxStringBytes) - uint64(newRing(gens, 0).state)) * 8 / width
 	if need > maxRingSlots*MaxPartitions {
@@ -148,9 +171,10 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.blocked = blocked
 	w := &Window{f: f, bucket: o.Bucket, r: newRing(gens, f.h.m), root: shareOf(keySlot(name), len(f.parts))}
 	for _, part := range f.parts {
-		w.settings = append(w.settings, windowSettings(part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
+		w.settings = append(w.settings, windowSettings(part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds(), blocked))
 	}
 	return w, nil
 }
@@ -175,6 +199,29 @@ func windowSizing(n uint64, p float64) (uint64, int) {
 	}
 }
 
+// adopting runs op on the layout w uses (Window.flat) and, when that is
+// refused with ErrParamsMismatch while the window's settings are those of
+// the other layout, on the other, which w uses from then on. A refused
+// call wrote nothing: the settings are checked before anything else.
+func adopting[T any](ctx context.Context, w *Window, op func(*Window) (T, error)) (T, error) {
+	l, other := w, w.flat
+	if w.useFlat.Load() {
+		l, other = w.flat, w
+	}
+	v, err := op(l)
+	if !errors.Is(err, ErrParamsMismatch) || other == nil {
+		return v, err
+	}
+	// The root's settings key is the same whatever the partitions.
+	pipe := w.f.rdb.Pipeline()
+	get := pipe.HGet(ctx, w.settingsKey(w.root), "s")
+	if _, getErr := pipe.Exec(ctx); getErr != nil || get.Val() != other.settings[other.root] {
+		return v, err
+	}
+	w.useFlat.Store(other == w.flat)
+	return op(other)
+}
+
 // The keys of partition p: its ring, its settings, and the scratch keys of
 // a cleaning step.
 func (w *Window) ringKey(p int) string     { return w.f.parts[p].key + ":ring" }
@@ -183,13 +230,13 @@ func (w *Window) settingsKey(p int) string { return w.f.parts[p].key + ":window"
 // TestOrAdd reports whether event was seen within the window and, if not,
 // adds it to the current generation, atomically.
 func (w *Window) TestOrAdd(ctx context.Context, event string) (bool, error) {
-	return first(w.testOrAdd(ctx, []string{event}, ""))
+	return first(w.TestOrAddMany(ctx, []string{event}))
 }
 
 // TestOrAddMany is TestOrAdd for each event in order, each seeing the equal
 // ones before it: of two equal events in one batch the second answers true.
 func (w *Window) TestOrAddMany(ctx context.Context, events []string) ([]bool, error) {
-	return w.testOrAdd(ctx, events, "")
+	return adopting(ctx, w, func(l *Window) ([]bool, error) { return l.testOrAdd(ctx, events, "") })
 }
 
 // TestOrAddManyOnce is TestOrAddMany applied at most once per opID
@@ -199,7 +246,7 @@ func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID st
 	if opID == "" || len(opID) > 256 {
 		return nil, callError("window", failf(ErrInvalidOptions, "operation id %q: want 1 to 256 bytes", opID))
 	}
-	return w.testOrAdd(ctx, events, opID)
+	return adopting(ctx, w, func(l *Window) ([]bool, error) { return l.testOrAdd(ctx, events, opID) })
 }
 
 // maxWindowWords bounds the slot words one window call takes: 15 events at
@@ -523,6 +570,10 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 		}
 		return st, nowMS, false, nil
 	}
+	if _, isStr := vals[0].(string); !isStr {
+		// As window.lua: the settings say where the ring's events are.
+		return st, 0, false, failf(ErrDamaged, "%s lives and %s is gone: where its events are is not known", key, w.settingsKey(p))
+	}
 	want := w.f.parts[p].head
 	if len(head) < identitySize || head[:identitySize] != want[:identitySize] {
 		h, err := parseHeader(head[:min(len(head), headerSize)])
@@ -549,6 +600,10 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 // and the events' words, each at most a script call's words (about 300 us
 // of Redis at the seed's size), with the root's state (Window.root).
 func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) {
+	return adopting(ctx, w, func(l *Window) ([]bool, error) { return l.testMany(ctx, events) })
+}
+
+func (w *Window) testMany(ctx context.Context, events []string) ([]bool, error) {
 	f := w.f
 	out := make([]bool, len(events))
 	fields := w.r.fields()
@@ -710,6 +765,10 @@ type GenerationInfo struct {
 
 // Info reads the window's state, in one transaction per partition.
 func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
+	return adopting(ctx, w, func(l *Window) (*WindowInfo, error) { return l.info(ctx) })
+}
+
+func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 	f := w.f
 	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
 	reads := make([]ringRead, len(f.parts))
@@ -771,25 +830,28 @@ func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 // have another incarnation: the operation ids of the dropped one are not
 // replayed.
 func (w *Window) Drop(ctx context.Context) error {
-	del := func(ps ...int) error {
+	del := func(parts ...string) error {
 		pipe := w.f.rdb.Pipeline()
-		for _, p := range ps {
-			key := w.ringKey(p)
-			pipe.Del(ctx, key, w.settingsKey(p), key+":mask", key+":scratch")
+		for _, part := range parts {
+			pipe.Del(ctx, part+":ring", part+":window", part+":ring:mask", part+":ring:scratch")
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return callError("window drop", fmt.Errorf("%s: %w", w.f.name, err))
 		}
 		return nil
 	}
-	var others []int
-	for p := range w.f.parts {
-		if p != w.root {
-			others = append(others, p)
+	// The partitions of both layouts (Window.flat), whose numbers can
+	// differ: the window may be either. Their roots are one key.
+	var others []string
+	for _, l := range []*Window{w, w.flat} {
+		for p, part := range l.f.parts {
+			if p != l.root && !slices.Contains(others, part.key) {
+				others = append(others, part.key)
+			}
 		}
 	}
 	if err := del(others...); err != nil {
 		return err
 	}
-	return del(w.root)
+	return del(w.f.parts[w.root].key)
 }

@@ -205,6 +205,11 @@ if got == '' then
   if create == '0' then return '?' end
   for q = 0, W - 1 do held[q] = 0 end
 else
+  -- The settings outlive the ring, and say where its events are (slots in
+  -- blocks or not): a ring without them cannot be read.
+  if not storedSettings then
+    return reject('DAMAGED', ring .. ' lives and ' .. settings .. ' is gone: where its events are is not known')
+  end
   if string.sub(got, 1, IDENTITY) ~= f.ident then
     local have, whyNot = parse(string.sub(got, 1, HEADER))
     if not have then return reject('NOTFILTER', ring .. ': ' .. whyNot) end

@@ -1,0 +1,233 @@
+package rbloom
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestLocateBlocked: an event's slots are in blockGroups(k) blocks, a
+// group of at most groupSlots slots in each, inside the partition; with
+// one block (fewer than 2 * blockSlots slots) they are locate's.
+func TestLocateBlocked(t *testing.T) {
+	for _, c := range []struct {
+		k int
+		m uint64
+	}{{21, 141_917_019}, {6, 14_274}, {10, 260}, {1, 5000}, {2, 2047}, {35, 1 << 30}, {7, 3000}} {
+		n, size := blocksOf(c.m)
+		g := blockGroups(c.k)
+		for i := range 2000 {
+			item := fmt.Sprint("e", i)
+			if i == 0 {
+				item = "" // h1 = h2 = 0
+			}
+			_, slots := locateBlocked(nil, item, c.k, c.m, 3)
+			_, flat := locate(nil, item, c.k, c.m, 3)
+			if len(slots) != c.k {
+				t.Fatalf("k=%d: %d slots", c.k, len(slots))
+			}
+			count := make([]int, g)
+			block := make([]uint64, g) // the block of each group's first slot
+			for s, slot := range slots {
+				j := groupOf(s, c.k, g)
+				if count[j] == 0 {
+					block[j] = slot / size
+				}
+				count[j]++
+				if slot >= n*size || slot/size != block[j] {
+					t.Fatalf("k=%d m=%d %q: slot %d (%d) not in its group's block of %d slots (%v)", c.k, c.m, item, s, slot, size, slots)
+				}
+			}
+			for j, c2 := range count {
+				if c2 > groupSlots || c2 < c.k/g {
+					t.Fatalf("k=%d: group %d has %d slots", c.k, j, c2)
+				}
+			}
+			if n == 1 && fmt.Sprint(slots) != fmt.Sprint(flat) {
+				t.Fatalf("m=%d, one block: %v, locate gives %v", c.m, slots, flat)
+			}
+		}
+	}
+}
+
+// TestWindowBlocksKeepTheErrorRate: a generation holding its
+// EventsPerBucket answers seen for absent events at no more than its share
+// of ErrorRate, with the extra slots blockedSlots gives it (blocks hold
+// unequal numbers of events).
+func TestWindowBlocksKeepTheErrorRate(t *testing.T) {
+	rdb := realRedis(t)
+	const n, p = 20_000, 0.02
+	w := must(NewWindow(rdb, "rate", WindowOptions{EventsPerBucket: n, ErrorRate: p, Bucket: time.Hour, Span: time.Hour, Partitions: 2})).on(t)
+	if blocks, _ := blocksOf(w.f.h.m); blocks < 10 {
+		t.Fatalf("%d blocks a partition: too few to test", blocks)
+	}
+	for lo := 0; lo < n; lo += 1000 {
+		must(w.TestOrAddMany(ctx, events(fmt.Sprint("in", lo, "-"), 1000))).on(t)
+	}
+	absent := events("out", 200_000)
+	seen := must(w.TestMany(ctx, absent)).on(t)
+	fp := 0
+	for _, s := range seen {
+		if s {
+			fp++
+		}
+	}
+	// One generation of the two tested holds events: its share of p.
+	perGen := 1 - math.Pow(1-p, 0.5)
+	rate := float64(fp) / float64(len(absent))
+	t.Logf("%d of %d absent events answered seen: %.5f, a generation's share of ErrorRate %.5f (flat slots would be %d, blocks %d)",
+		fp, len(absent), rate, perGen, w.flat.f.h.m, w.f.h.m)
+	// 200,000 tests at 0.01: a standard deviation of 0.00022.
+	if rate > perGen*1.1 {
+		t.Errorf("false-positive rate %.5f, want at most %.5f", rate, perGen)
+	}
+}
+
+// flatHandle is a handle of the layout rbloom made windows in before blocks
+// (Window.flat), standing for a process of that version: it reads and
+// writes that layout only.
+func flatHandle(w *Window) *Window { return w.flat }
+
+// TestWindowAdoptsFlat: a window made before blocks keeps its layout: a
+// handle of this version reads and writes its events where they are, and
+// so does one of the earlier version after it; a window made again after a
+// Drop has blocks, which the earlier version refuses, and a handle that
+// used the flat layout follows it.
+func TestWindowAdoptsFlat(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		clk := newClock(time.UnixMilli(1_000_000_000_000))
+		o := WindowOptions{EventsPerBucket: 1000, ErrorRate: 0.001, Bucket: time.Minute, Span: 3 * time.Minute, Partitions: 3}
+		old := clocked(must(NewWindow(rdb, "upgraded", o)).on(t), clk)
+		before := flatHandle(old)
+		var held []string
+		for b := range 3 {
+			evs := events(fmt.Sprint("old", b, "-"), 100)
+			if seen := must(before.TestOrAddManyOnce(ctx, evs, fmt.Sprint("op", b))).on(t); seen[0] {
+				t.Fatal("a new event answered seen")
+			}
+			held = append(held, evs...)
+			clk.add(time.Minute)
+		}
+		w := clocked(must(NewWindow(rdb, "upgraded", o)).on(t), clk)
+		for name, got := range map[string][]bool{
+			"TestMany":      must(w.TestMany(ctx, held)).on(t),
+			"TestOrAddMany": must(w.TestOrAddMany(ctx, held)).on(t),
+		} {
+			for i, s := range got {
+				if !s {
+					t.Fatalf("%s: event %q of the flat window answered new", name, held[i])
+				}
+			}
+		}
+		// A replay of the earlier version's batch gets its first answers.
+		if seen := must(w.TestOrAddManyOnce(ctx, held[200:], "op2")).on(t); seen[0] {
+			t.Errorf("replayed batch answered %v, want its first answers (new)", seen[:3])
+		}
+		if !w.useFlat.Load() {
+			t.Fatal("the handle did not take the flat layout")
+		}
+		added := events("new", 100)
+		must(w.TestOrAddMany(ctx, added)).on(t)
+		for i, s := range must(before.TestMany(ctx, added)).on(t) {
+			if !s {
+				t.Fatalf("event %q added by this version answered new to the earlier one", added[i])
+			}
+		}
+		if _, err := w.Info(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// Dropped and made again by another handle of this version: blocks.
+		fresh := clocked(must(NewWindow(rdb, "upgraded", o)).on(t), clk)
+		if err := fresh.Drop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		again := events("again", 100)
+		must(fresh.TestOrAddMany(ctx, again)).on(t)
+		if s := rdb.HGet(ctx, fresh.settingsKey(fresh.root), "s").Val(); !strings.Contains(s, ";blocks=") {
+			t.Fatalf("the new window's settings %q do not say blocks", s)
+		}
+		if _, err := before.TestMany(ctx, again); !errors.Is(err, ErrParamsMismatch) {
+			t.Errorf("the earlier version on a window with blocks: %v, want ErrParamsMismatch", err)
+		}
+		for i, s := range must(w.TestMany(ctx, again)).on(t) {
+			if !s {
+				t.Fatalf("the handle that used the flat layout: event %q of the new window answered new", again[i])
+			}
+		}
+		if w.useFlat.Load() {
+			t.Error("the handle kept the flat layout")
+		}
+	})
+}
+
+// TestWindowSettingsGoneRingLives: the settings say where a ring's events
+// are; a ring whose settings are gone is ErrDamaged from every method, not
+// read in the caller's layout.
+func TestWindowSettingsGoneRingLives(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 3 * time.Minute, Partitions: 1}
+		before := flatHandle(must(NewWindow(rdb, "gone", o)).on(t))
+		held := events("held", 50)
+		must(before.TestOrAddMany(ctx, held)).on(t)
+		rdb.Del(ctx, before.settingsKey(0))
+		w := must(NewWindow(rdb, "gone", o)).on(t)
+		for name, call := range map[string]func() error{
+			"TestMany":          func() error { _, err := w.TestMany(ctx, held); return err },
+			"TestOrAddMany":     func() error { _, err := w.TestOrAddMany(ctx, held); return err },
+			"TestOrAddManyOnce": func() error { _, err := w.TestOrAddManyOnce(ctx, held, "id"); return err },
+			"Info":              func() error { _, err := w.Info(ctx); return err },
+		} {
+			if err := call(); !errors.Is(err, ErrDamaged) {
+				t.Errorf("%s: %v, want ErrDamaged", name, err)
+			}
+		}
+	})
+}
+
+// TestWindowLayoutsRace: handles of both layouts making one window at
+// once: whichever layout the window takes, every event a call answered
+// for is held there, or a call fails.
+func TestWindowLayoutsRace(t *testing.T) {
+	rdb := realRedis(t)
+	for round := range 20 {
+		rdb.FlushAll(ctx)
+		o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 3 * time.Minute, Partitions: 1 + round%3}
+		handles := []*Window{flatHandle(must(NewWindow(rdb, "race", o)).on(t)), must(NewWindow(rdb, "race", o)).on(t)}
+		var mu sync.Mutex
+		var answered []string
+		var wg sync.WaitGroup
+		for h, w := range handles {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for b := range 5 {
+					evs := events(fmt.Sprint("h", h, "b", b, "-"), 40)
+					if _, err := w.TestOrAddMany(ctx, evs); err == nil {
+						mu.Lock()
+						answered = append(answered, evs...)
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		reader := must(NewWindow(rdb, "race", o)).on(t)
+		seen, err := reader.TestMany(ctx, answered)
+		if err != nil {
+			t.Logf("round %d: %d events answered, then %v", round, len(answered), err)
+			continue
+		}
+		for i, s := range seen {
+			if !s {
+				t.Fatalf("round %d: event %q answered, then not seen", round, answered[i])
+			}
+		}
+	}
+}
