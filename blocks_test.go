@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -230,4 +231,55 @@ func TestWindowLayoutsRace(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkWindowLayouts compares a window in blocks with one of the flat
+// layout (Window.flat), of the seed's settings (24 hours of 1-hour
+// buckets, 1e-9) and the size RBLOOM_LAYOUTS gives (events a bucket x
+// partitions, each window; the seed's half is 20833333x8, 3.7 GB), on one
+// redis-server, their past generations written as full ones: batches of
+// 1,000 events, 15% repeats, taking turns between the windows. It reports
+// the server's µs an event (INFO commandstats) of each and their ratio.
+// Without RBLOOM_LAYOUTS it is skipped: it is worth running at gigabytes.
+func BenchmarkWindowLayouts(b *testing.B) {
+	size := os.Getenv("RBLOOM_LAYOUTS")
+	var n uint64
+	var parts int
+	if _, err := fmt.Sscanf(size, "%dx%d", &n, &parts); err != nil {
+		b.Skip("set RBLOOM_LAYOUTS=<events a bucket>x<partitions>, for instance 20833333x8 (two windows of 3.7 GB)")
+	}
+	rdb := realRedis(b)
+	clk := newClock(time.UnixMilli(1_000_000_000_000))
+	o := WindowOptions{EventsPerBucket: n, ErrorRate: 1e-9, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: parts}
+	windows := []*Window{
+		clocked(must(NewWindow(rdb, "layouts-flat", o)).on(b), clk).flat,
+		clocked(must(NewWindow(rdb, "layouts-blocks", o)).on(b), clk),
+	}
+	for _, w := range windows {
+		must(w.TestOrAdd(ctx, "first")).on(b)
+		fillPast(b, rdb, w, clk.now().UnixMilli()/time.Hour.Milliseconds(), n)
+	}
+	var usec [2]float64
+	var evs [2]int
+	r := 0
+	for b.Loop() {
+		v := r % 2
+		if r%4 >= 2 {
+			v = 1 - v // ABBA: neither always goes first
+		}
+		batch := events(fmt.Sprint("b", r, "-"), 1000)
+		if r >= 2 {
+			copy(batch[:150], events(fmt.Sprint("b", r-2, "-"), 150)) // the same window's
+		}
+		c0, u0 := commandStat(b, rdb, "evalsha")
+		must(windows[v].TestOrAddManyOnce(ctx, batch, fmt.Sprint("op", r))).on(b)
+		c1, u1 := commandStat(b, rdb, "evalsha")
+		usec[v] += u1*float64(c1) - u0*float64(c0)
+		evs[v] += len(batch)
+		r++
+	}
+	flat, blocks := usec[0]/float64(max(1, evs[0])), usec[1]/float64(max(1, evs[1]))
+	b.ReportMetric(flat, "flat-µs/event")
+	b.ReportMetric(blocks, "blocks-µs/event")
+	b.ReportMetric(blocks/flat, "blocks/flat")
 }

@@ -244,12 +244,14 @@ func BenchmarkWindow(b *testing.B) {
 	}
 }
 
-// fillPast writes the past generations of partition 0's ring, whose
+// fillPast writes the past generations of every partition's ring, whose
 // current bucket is c, as full ones of n events would be: each bit set
-// with probability 1 - e^(-kn/m), to 1/256.
+// with probability 1 - e^(-kn/m), to 1/256. The rings are written 1 MiB at
+// a time from one random MiB, turned by a random number of periods each
+// time: gigabytes take seconds.
 func fillPast(t testing.TB, rdb *redis.Client, w *Window, c int64, n uint64) {
 	t.Helper()
-	r, key := w.r, w.ringKey(0)
+	r := w.r
 	density := int(math.Round(256 * -math.Expm1(-float64(w.f.h.k)*float64(n)/float64(w.f.h.m))))
 	keep := make([]byte, r.w) // the past positions, in a period of W bytes
 	for b := range 8 * r.w {
@@ -259,30 +261,35 @@ func fillPast(t testing.TB, rdb *redis.Client, w *Window, c int64, n uint64) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	chunk := int64(r.w) * (1 << 20 / int64(r.w))
-	for from := int64(r.state); from < r.size; from += chunk {
-		part := make([]byte, min(chunk, r.size-from))
-		for i := range part {
-			var x byte // each bit set with probability density/256
-			for b := range 8 {
-				if density>>b&1 == 1 {
-					x |= byte(rng.Uint32())
-				} else {
-					x &= byte(rng.Uint32())
-				}
+	random := make([]byte, 2*chunk) // twice, so that any turn of it is a slice
+	for i := range chunk {
+		var x byte // each bit set with probability density/256
+		for b := range 8 {
+			if density>>b&1 == 1 {
+				x |= byte(rng.Uint32())
+			} else {
+				x &= byte(rng.Uint32())
 			}
-			part[i] = x & keep[i%r.w]
 		}
-		if err := rdb.SetRange(ctx, key, from, string(part)).Err(); err != nil {
+		random[i] = x & keep[i%int64(r.w)]
+		random[chunk+i] = random[i]
+	}
+	for p := range w.f.parts {
+		key := w.ringKey(p)
+		for from := int64(r.state); from < r.size; from += chunk {
+			turn := int64(rng.IntN(int(chunk/int64(r.w)))) * int64(r.w)
+			if err := rdb.SetRange(ctx, key, from, string(random[turn:turn+min(chunk, r.size-from)])).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args := []any{"BITFIELD", key}
+		for g := c - int64(r.gens); g < c; g++ {
+			q := g % int64(r.w)
+			args = append(args, "SET", "i64", 8*(ringPositionsByte+ringPositionSize*q), g)
+		}
+		if err := rdb.Do(ctx, args...).Err(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	args := []any{"BITFIELD", key}
-	for g := c - int64(r.gens); g < c; g++ {
-		q := g % int64(r.w)
-		args = append(args, "SET", "i64", 8*(ringPositionsByte+ringPositionSize*q), g)
-	}
-	if err := rdb.Do(ctx, args...).Err(); err != nil {
-		t.Fatal(err)
 	}
 }
 
