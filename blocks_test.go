@@ -168,6 +168,34 @@ func TestWindowAdoptsFlat(t *testing.T) {
 	})
 }
 
+// TestWindowAdoptsFlatAfterIdle: a window made before blocks, idle for
+// longer than its span: the root's ring and settings are gone, another
+// partition's settings live (three buckets longer). A handle of this
+// version makes the window again in the flat layout, which those settings
+// (and the incarnation that replays its ids) are of, rather than fail.
+func TestWindowAdoptsFlatAfterIdle(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		clk := newClock(time.UnixMilli(1_000_000_000_000))
+		o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 3 * time.Minute, Partitions: 3}
+		before := flatHandle(clocked(must(NewWindow(rdb, "idle", o)).on(t), clk))
+		must(before.TestOrAddMany(ctx, events("old", 100))).on(t)
+		clk.add(10 * time.Minute)
+		// What the TTLs would have done by now (the test clock is not Redis's).
+		for p := range before.f.parts {
+			rdb.Del(ctx, before.ringKey(p))
+		}
+		rdb.Del(ctx, before.settingsKey(before.root))
+		w := clocked(must(NewWindow(rdb, "idle", o)).on(t), clk)
+		evs := events("new", 100)
+		must(w.TestOrAddMany(ctx, evs)).on(t)
+		for i, s := range must(before.TestMany(ctx, evs)).on(t) {
+			if !s {
+				t.Fatalf("event %q answered new to a handle of the flat layout", evs[i])
+			}
+		}
+	})
+}
+
 // TestWindowSettingsGoneRingLives: the settings say where a ring's events
 // are; a ring whose settings are gone is ErrDamaged from every method, not
 // read in the caller's layout.

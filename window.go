@@ -209,17 +209,35 @@ func adopting[T any](ctx context.Context, w *Window, op func(*Window) (T, error)
 		l, other = w.flat, w
 	}
 	v, err := op(l)
-	if !errors.Is(err, ErrParamsMismatch) || other == nil {
-		return v, err
-	}
-	// The root's settings key is the same whatever the partitions.
-	pipe := w.f.rdb.Pipeline()
-	get := pipe.HGet(ctx, w.settingsKey(w.root), "s")
-	if _, getErr := pipe.Exec(ctx); getErr != nil || get.Val() != other.settings[other.root] {
+	if !errors.Is(err, ErrParamsMismatch) || other == nil || !other.stored(ctx) {
 		return v, err
 	}
 	w.useFlat.Store(other == w.flat)
 	return op(other)
+}
+
+// stored reports whether the window's settings are w's: the root's, or,
+// with the root's gone, another partition's, whose settings live three
+// buckets longer (a window idle for longer than its span).
+func (w *Window) stored(ctx context.Context) bool {
+	pipe := w.f.rdb.Pipeline()
+	gets := make([]*redis.StringCmd, len(w.f.parts))
+	for p := range w.f.parts {
+		gets[p] = pipe.HGet(ctx, w.settingsKey(p), "s")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return false
+	}
+	// The root's key is the same whatever the partitions.
+	if root, err := gets[w.root].Result(); err == nil {
+		return root == w.settings[w.root]
+	}
+	for p, get := range gets {
+		if get.Val() == w.settings[p] {
+			return true
+		}
+	}
+	return false
 }
 
 // The keys of partition p: its ring, its settings, and the scratch keys of
