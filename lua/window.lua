@@ -69,8 +69,10 @@
 --           When the call is in another bucket than ARGV[10], the answer
 --           follows '!', the bucket and ':'. Fails with RBLOOM_MISMATCH when
 --           the stored settings are not this call's, and RBLOOM_DAMAGED
---           when the ring is missing before its time, truncated, or holds
---           a state no window writes: its events must not be answered new.
+--           when the ring is missing before its time, truncated, lives
+--           without its settings (which say where its events are: in
+--           blocks or not, docs/format.md), or holds a state no window
+--           writes: its events must not be answered new.
 
 local argv = ARGV
 local head, settingsArg, field, tag, clock, create = ARGV[1], ARGV[2], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
