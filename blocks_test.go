@@ -140,8 +140,8 @@ func TestWindowAdoptsFlat(t *testing.T) {
 				t.Fatalf("event %q added by this version answered new to the earlier one", added[i])
 			}
 		}
-		if _, err := w.Info(ctx); err != nil {
-			t.Fatal(err)
+		if in := must(w.Info(ctx)).on(t); in.Blocks {
+			t.Error("Info of the flat window says Blocks")
 		}
 
 		// Dropped and made again by another handle of this version: blocks.
@@ -164,6 +164,9 @@ func TestWindowAdoptsFlat(t *testing.T) {
 		}
 		if w.useFlat.Load() {
 			t.Error("the handle kept the flat layout")
+		}
+		if in := must(w.Info(ctx)).on(t); !in.Blocks {
+			t.Error("Info of the new window does not say Blocks")
 		}
 	})
 }

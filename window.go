@@ -763,6 +763,10 @@ type WindowInfo struct {
 	Hashes int
 	// ErrorRate is the false-positive rate the window was sized for.
 	ErrorRate float64
+	// Blocks says whether the window's slots are in blocks
+	// (docs/format.md); a window made before them is not, and keeps its
+	// layout until it is dropped or expires.
+	Blocks bool
 	// Generations are the live generations, oldest first: those of the
 	// buckets of the span that exist, and the current one.
 	Generations []GenerationInfo
@@ -788,7 +792,7 @@ func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 
 func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 	f := w.f
-	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
+	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate, Blocks: f.blocked}
 	reads := make([]ringRead, len(f.parts))
 	all := make([]txUnit, len(f.parts))
 	for p := range all {
