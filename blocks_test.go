@@ -314,3 +314,22 @@ func BenchmarkWindowLayouts(b *testing.B) {
 	b.ReportMetric(blocks, "blocks-µs/event")
 	b.ReportMetric(blocks/flat, "blocks/flat")
 }
+
+// TestClusterWindowAdoptsFlat: on a 3-master cluster, a handle of this
+// version finds a flat window's layout from settings on several masters.
+func TestClusterWindowAdoptsFlat(t *testing.T) {
+	_, rdb := clusterClient(t)
+	o := WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6}
+	before := flatHandle(must(NewWindow(rdb, "cluster-upgraded", o)).on(t))
+	held := events("held", 300)
+	must(before.TestOrAddMany(ctx, held)).on(t)
+	w := must(NewWindow(rdb, "cluster-upgraded", o)).on(t)
+	for i, s := range must(w.TestOrAddMany(ctx, held)).on(t) {
+		if !s {
+			t.Fatalf("event %q of the flat window answered new", held[i])
+		}
+	}
+	if !w.useFlat.Load() {
+		t.Error("the handle did not take the flat layout")
+	}
+}
