@@ -57,6 +57,37 @@ func TestLocateBlocked(t *testing.T) {
 	}
 }
 
+// TestWindowLayoutsNeverShareAHeader: a window in blocks has at least a
+// slot more a partition than the flat one of the same options, so their
+// rings' headers differ: a process of an earlier rbloom, which makes a
+// window's settings again when they are gone, is refused by a ring in
+// blocks rather than read it flat.
+func TestWindowLayoutsNeverShareAHeader(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialed
+	defer rdb.Close()
+	checked := 0
+	for _, n := range []uint64{1, 2, 10, 100, 1000, 12_345, 100_000, 1_000_000} {
+		for _, p := range []float64{0.5, 0.1, 0.01, 1e-3, 1e-6, 1e-9} {
+			for _, gens := range []int{1, 3, 24, 100} {
+				for _, parts := range []int{0, 1, 3, 16} {
+					o := WindowOptions{EventsPerBucket: n, ErrorRate: p, Bucket: time.Minute, Span: time.Duration(gens) * time.Minute, Partitions: parts}
+					w, err := NewWindow(rdb, "w", o)
+					if err != nil {
+						continue // too many partitions for so few slots, say
+					}
+					for i, part := range w.f.parts {
+						if i < len(w.flat.f.parts) && part.head[:identitySize] == w.flat.f.parts[i].head[:identitySize] {
+							t.Fatalf("%+v: partition %d has the same header in both layouts (m = %d)", o, i, w.f.h.m)
+						}
+					}
+					checked++
+				}
+			}
+		}
+	}
+	t.Logf("%d option sets", checked)
+}
+
 // TestWindowBlocksKeepTheErrorRate: a generation holding its
 // EventsPerBucket answers seen for absent events at no more than its share
 // of ErrorRate, with the extra slots blockedSlots gives it (blocks hold

@@ -109,18 +109,26 @@ func NewWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 }
 
 func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
-	w, err := newWindowLayout(rdb, name, o, true)
+	flat, err := newWindowLayout(rdb, name, o, false, 0)
 	if err != nil {
 		return nil, err
 	}
-	if w.flat, err = newWindowLayout(rdb, name, o, false); err != nil {
+	// At least a slot more a partition than the flat layout, for the same
+	// partitions: its rings never have the blocks' header, so that a
+	// process of an earlier rbloom, which makes settings again when they
+	// are gone, refuses a ring in blocks rather than read it flat.
+	n := uint64(len(flat.f.parts))
+	w, err := newWindowLayout(rdb, name, o, true, (flat.f.h.m+1)*n)
+	if err != nil {
 		return nil, err
 	}
+	w.flat = flat
 	return w, nil
 }
 
-// newWindowLayout returns the window of o with its slots in blocks or not.
-func newWindowLayout(rdb Client, name string, o WindowOptions, blocked bool) (*Window, error) {
+// newWindowLayout returns the window of o with its slots in blocks or not,
+// and at least minSlots slots a generation.
+func newWindowLayout(rdb Client, name string, o WindowOptions, blocked bool, minSlots uint64) (*Window, error) {
 	bad := func(format string, args ...any) (*Window, error) {
 		return nil, failf(ErrInvalidOptions, format, args...)
 	}
@@ -143,7 +151,7 @@ func newWindowLayout(rdb Client, name string, o WindowOptions, blocked bool) (*W
 	perGen := -math.Expm1(math.Log1p(-p) / float64(gens+1))
 	need, k := windowSizing(o.EventsPerBucket, perGen)
 	if blocked {
-		need = blockedSlots(o.EventsPerBucket, need, k, perGen)
+		need = max(blockedSlots(o.EventsPerBucket, need, k, perGen), minSlots)
 	}
 	width := uint64(gens + 2)
 	maxRingSlots := (uint64(maxStringBytes) - uint64(newRing(gens, 0).state)) * 8 / width
