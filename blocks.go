@@ -15,9 +15,11 @@ import (
 // blocks of blockSlots slots, at most groupSlots of them in each, so that
 // its words share a few pages. On this 2-core machine, two windows of
 // half the seed's size on one server (7.4 GB together), batches of 1,000
-// events taking turns, the one in blocks took 0.881, 0.912 and 0.940 of
-// the Redis time an event of the other (three runs of 300 batches);
-// groups of 5 took 0.878 and 0.930, for 1.3% more memory.
+// events taking turns, the one in blocks took 0.957, 0.905 and 0.903 of
+// the Redis time an event of the flat one (RBLOOM_LAYOUTS=20833333x8 go
+// test -run '^$' -bench BenchmarkWindowLayouts -benchtime 300x); a test
+// not kept gave 0.881, 0.912 and 0.940, and with groups of 5 0.878 and
+// 0.930, for 1.3% more memory.
 //
 // A block takes a random number of groups, so a generation holds less for
 // the same slots than a plain Bloom filter: windowSizing gives it more
