@@ -22,8 +22,9 @@ import (
 // 0.930, for 1.3% more memory.
 //
 // A block takes a random number of groups, so a generation holds less for
-// the same slots than a plain Bloom filter: windowSizing gives it more
-// slots, about 0.4% at the seed's settings (blockedRate).
+// the same slots than a plain Bloom filter: it gets more slots
+// (blockedSlots, 0.53% at the seed's settings), and at least one a
+// partition more than the flat layout (newWindow).
 const (
 	blockSlots = 1024 // slots of a block (its words: 3,328 bytes at W = 26)
 	groupSlots = 3    // the slots of an event in one block, at most
