@@ -253,6 +253,13 @@ func (w *Window) stored(ctx context.Context) bool {
 func (w *Window) ringKey(p int) string     { return w.f.parts[p].key + ":ring" }
 func (w *Window) settingsKey(p int) string { return w.f.parts[p].key + ":window" }
 
+// windowKeys are the keys of a window partition whose filter key is part:
+// its ring, its settings, and the ring's scratch keys.
+func windowKeys(part string) []string {
+	ring := part + ":ring"
+	return []string{ring, part + ":window", ring + ":mask", ring + ":scratch"}
+}
+
 // TestOrAdd reports whether event was seen within the window and, if not,
 // adds it to the current generation, atomically.
 func (w *Window) TestOrAdd(ctx context.Context, event string) (bool, error) {
@@ -486,9 +493,7 @@ func (w *Window) args(head string, p int, rec record, create string, expect int6
 
 // call is the script call of partition p with args.
 func (w *Window) call(p int, rec record, args []any) scriptCall {
-	key := w.ringKey(p)
-	keys := append([]string{key, w.settingsKey(p), key + ":mask", key + ":scratch"}, rec.keys...)
-	return scriptCall{keys: keys, args: args}
+	return scriptCall{keys: append(windowKeys(w.f.parts[p].key), rec.keys...), args: args}
 }
 
 // create creates the ring of every partition that does not have it yet,
@@ -863,7 +868,7 @@ func (w *Window) Drop(ctx context.Context) error {
 	del := func(parts ...string) error {
 		pipe := w.f.rdb.Pipeline()
 		for _, part := range parts {
-			pipe.Del(ctx, part+":ring", part+":window", part+":ring:mask", part+":ring:scratch")
+			pipe.Del(ctx, windowKeys(part)...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return callError("window drop", fmt.Errorf("%s: %w", w.f.name, err))
