@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rbloom/rbloom/rbloomtest"
 )
 
 // TestLocateBlocked: an event's slots are in blockGroups(k) blocks, a
@@ -363,4 +365,65 @@ func TestClusterWindowAdoptsFlat(t *testing.T) {
 	if !w.useFlat.Load() {
 		t.Error("the handle did not take the flat layout")
 	}
+}
+
+// TestWindowAdoptedAcrossRestart: a flat window, written by a process of
+// the earlier layout and by a handle of this version that took it, while
+// redis-server is killed and started again (appendfsync always): every
+// event a call answered for is seen after the restart, by both handles and
+// by a new one, which takes the flat layout from the stored settings; an
+// id sent before the restart replays its first answers.
+func TestWindowAdoptedAcrossRestart(t *testing.T) {
+	srv := rbloomtest.StartServer(t, "--appendonly", "yes", "--appendfsync", "always")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	o := WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 3 * time.Hour, Partitions: 3}
+	before := flatHandle(must(NewWindow(rdb, "restarted", o)).on(t))
+	w := must(NewWindow(rdb, "restarted", o)).on(t)
+	first := events("first", 200)
+	answers := must(before.TestOrAddManyOnce(ctx, first, "id")).on(t)
+	must(w.TestOrAddMany(ctx, events("adopt", 10))).on(t)
+	if !w.useFlat.Load() {
+		t.Fatal("the handle did not take the flat layout")
+	}
+	var mu sync.Mutex
+	var answered []string
+	var wg sync.WaitGroup
+	for h, l := range []*Window{before, w} {
+		wg.Add(1)
+		go func() { // writes that run into the restart: errors are allowed
+			defer wg.Done()
+			for b := range 60 {
+				evs := events(fmt.Sprint("h", h, "b", b, "-"), 20)
+				if _, err := l.TestOrAddMany(ctx, evs); err == nil {
+					mu.Lock()
+					answered = append(answered, evs...)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	srv.Restart()
+	wg.Wait()
+	for h, l := range []*Window{before, w} { // the scripts loaded again
+		evs := events(fmt.Sprint("after", h, "-"), 50)
+		must(l.TestOrAddMany(ctx, evs)).on(t)
+		answered = append(answered, evs...)
+	}
+	answered = append(answered, first...)
+	fresh := must(NewWindow(rdb, "restarted", o)).on(t)
+	for name, l := range map[string]*Window{"earlier layout": before, "adopted": w, "new handle": fresh} {
+		for i, s := range must(l.TestMany(ctx, answered)).on(t) {
+			if !s {
+				t.Fatalf("%s: event %q answered for before the restart is not seen", name, answered[i])
+			}
+		}
+	}
+	if again := must(fresh.TestOrAddManyOnce(ctx, first, "id")).on(t); fmt.Sprint(again) != fmt.Sprint(answers) {
+		t.Errorf("the id sent again after the restart answered %v, first %v", again, answers)
+	}
+	if !fresh.useFlat.Load() {
+		t.Error("the new handle did not take the flat layout")
+	}
+	t.Logf("%d events answered for, around a restart", len(answered))
 }
