@@ -500,8 +500,11 @@ func (w *Window) call(p int, rec record, args []any) scriptCall {
 // the root's last: while the root's ring lives, every other partition's
 // does (its TTL is longer, and every call touches the root), so one found
 // missing then was lost, and create fails with ErrDamaged rather than
-// make it again empty. It also refuses a window of the earlier format, one
-// key per generation, whose events the rings would not see.
+// make it again empty. The root's settings come first, before any other
+// ring, so that a root whose ring and settings are both missing beside
+// live rings was lost, not being made (rootLost). It also refuses a window
+// of the earlier format, one key per generation, whose events the rings
+// would not see.
 func (w *Window) create(ctx context.Context) error {
 	f := w.f
 	pipe := f.rdb.Pipeline()
@@ -514,7 +517,9 @@ func (w *Window) create(ctx context.Context) error {
 			earlier = append(earlier, pipe.Exists(ctx, f.parts[p].key+":g:"+strconv.FormatInt(g, 10)))
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	// Last: Exec answers the first error, and this one's nil is none.
+	rootSettings := pipe.HGet(ctx, w.settingsKey(w.root), "s")
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return err
 	}
 	for _, e := range earlier {
@@ -528,26 +533,37 @@ func (w *Window) create(ctx context.Context) error {
 			missing = append(missing, p)
 		}
 	}
-	if err := w.lost(ctx, rings[w.root].Val() > 0, missing); err != nil {
+	rootLives := rings[w.root].Val() > 0
+	if err := w.lost(ctx, rootLives, missing); err != nil {
 		return err
+	}
+	if !rootLives && rootSettings.Err() == redis.Nil {
+		if err := w.rootLost(ctx); err != nil {
+			return err
+		}
 	}
 	// One incarnation for the rings of every partition, as a filter's
 	// (each keeps the one its settings remember, if they do).
 	inc := randomIncarnation()
-	call := func(p int) scriptCall {
+	call := func(p int, create string) scriptCall {
 		rec := f.record("window", "", p, 0, "", f.retryKeep, time.Time{})
-		return w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, "1", w.expected(), "create"))
+		return w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, create, w.expected(), "create"))
+	}
+	if !rootLives {
+		if _, err := runScripts(ctx, f.rdb, windowScript, f.fcall, []scriptCall{call(w.root, "s")}, f.repl); err != nil {
+			return err
+		}
 	}
 	var calls []scriptCall
 	for p := range f.parts {
 		if p != w.root {
-			calls = append(calls, call(p))
+			calls = append(calls, call(p, "1"))
 		}
 	}
 	if _, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl); err != nil {
 		return err
 	}
-	_, err := runScripts(ctx, f.rdb, windowScript, f.fcall, []scriptCall{call(w.root)}, f.repl)
+	_, err := runScripts(ctx, f.rdb, windowScript, f.fcall, []scriptCall{call(w.root, "1")}, f.repl)
 	return err
 }
 
@@ -557,6 +573,12 @@ type ringRead struct {
 	head     *redis.StringCmd
 	size     *redis.IntCmd
 	settings *redis.SliceCmd
+}
+
+// hasSettings says whether the partition's settings were found.
+func (rr ringRead) hasSettings() bool {
+	_, ok := rr.settings.Val()[0].(string)
+	return ok
 }
 
 // readRing queues the reads of partition p's ring head and settings.
@@ -685,7 +707,7 @@ func (w *Window) testMany(ctx context.Context, events []string) ([]bool, error) 
 		}
 		states := make([]read, len(touched))
 		var missing []int
-		rootLives := false
+		rootLives, rootSettings := false, false
 		for i, u := range touched {
 			st, nowMS, ok, err := w.state(u.p, u.head)
 			if err != nil {
@@ -695,12 +717,18 @@ func (w *Window) testMany(ctx context.Context, events []string) ([]bool, error) 
 			switch {
 			case u.p == w.root:
 				rootLives = rootLives || ok
+				rootSettings = rootSettings || u.head.hasSettings()
 			case !ok && !slices.Contains(missing, u.p):
 				missing = append(missing, u.p)
 			}
 		}
 		if err := w.lost(ctx, rootLives, missing); err != nil {
 			return nil, callError("window test", err)
+		}
+		if !rootLives && !rootSettings {
+			if err := w.rootLost(ctx); err != nil {
+				return nil, callError("window test", err)
+			}
 		}
 		words := make([][]uint32, f.h.k)
 		for i, u := range touched {
@@ -767,6 +795,40 @@ func (w *Window) lost(ctx context.Context, rootLives bool, missing []int) error 
 	return nil
 }
 
+// rootLost returns ErrDamaged when another partition's ring lives while
+// the root's ring and settings are both missing: they were lost (evicted,
+// deleted), not expired, and a new root would answer its share of the held
+// events new. The root's settings outlive every other ring (window.lua),
+// and create writes them before any other ring; so the rings are read
+// first, then the root's keys: a window being made is not taken for one
+// lost.
+func (w *Window) rootLost(ctx context.Context) error {
+	pipe := w.f.rdb.Pipeline()
+	var rings []*redis.IntCmd
+	for p := range w.f.parts {
+		if p != w.root {
+			rings = append(rings, pipe.Exists(ctx, w.ringKey(p)))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	live := slices.IndexFunc(rings, func(e *redis.IntCmd) bool { return e.Val() > 0 })
+	if live < 0 {
+		return nil
+	}
+	pipe = w.f.rdb.Pipeline()
+	ring := pipe.Exists(ctx, w.ringKey(w.root))
+	settings := pipe.HGet(ctx, w.settingsKey(w.root), "s")
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return err
+	}
+	if ring.Val() == 0 && settings.Err() == redis.Nil {
+		return failf(ErrDamaged, "%s: the root partition's ring and settings are gone while another partition's ring lives: they were lost, and their events cannot be told from new ones", w.f.name)
+	}
+	return nil
+}
+
 // WindowInfo describes a window's live generations as stored in Redis.
 type WindowInfo struct {
 	Name   string
@@ -815,16 +877,36 @@ func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 	if err != nil {
 		return nil, callError("window info", err)
 	}
-	gens := map[int64]*GenerationInfo{}
-	var current int64
+	states := make([]ringState, len(f.parts))
+	times := make([]int64, len(f.parts))
+	var missing []int
 	for p := range f.parts {
 		st, nowMS, ok, err := w.state(p, reads[p])
 		if err != nil {
 			return nil, callError("window info", err)
 		}
 		if !ok {
+			missing = append(missing, p)
 			continue
 		}
+		states[p], times[p] = st, nowMS
+	}
+	// As TestMany: a ring lost is an error, not a generation's events gone.
+	rootLives := !slices.Contains(missing, w.root)
+	err = w.lost(ctx, rootLives, missing)
+	if err == nil && !rootLives && !reads[w.root].hasSettings() {
+		err = w.rootLost(ctx)
+	}
+	if err != nil {
+		return nil, callError("window info", err)
+	}
+	gens := map[int64]*GenerationInfo{}
+	var current int64
+	for p := range f.parts {
+		if slices.Contains(missing, p) {
+			continue
+		}
+		st, nowMS := states[p], times[p]
 		in.Bytes += reads[p].size.Val()
 		c, err := st.current(w.ringKey(p), nowMS)
 		if err != nil {

@@ -33,7 +33,8 @@
 --           written, so that one lost before it is told from one expired;
 --           'inc' the ring's incarnation. It outlives the ring by twice the
 --           id lifetime: a ring made again after it expired takes the same
---           incarnation, so the operation ids applied to it are replayed
+--           incarnation, so the operation ids applied to it are replayed.
+--           The root's outlive every ring of the window
 -- KEYS[3], KEYS[4]  scratch keys of a cleaning step (the mask, the chunk),
 --           deleted before the script returns
 -- KEYS[5..] the hashes of this call's record, as in add.lua: one, or
@@ -49,7 +50,10 @@
 -- ARGV[7]   the record's tag, as in add.lua
 -- ARGV[8]   '' to use Redis's clock, or a time in ms (tests)
 -- ARGV[9]   '1' if this call may create the ring, '0' if not: the client
---           creates the rings of every partition together
+--           creates the rings of every partition together; 's' to write
+--           only the settings of a missing ring (the root's, before the
+--           other rings are made: so the root's ring missing beside live
+--           ones is told from one being made, window.go's rootLost)
 -- ARGV[10]  the bucket the client expects the call to be in
 -- ARGV[11]  'r' for the window's root partition, whose ring the client
 --           touches in every call and expires first; 'p' for the others,
@@ -97,7 +101,7 @@ end
 if #settingsArg <= HEADER or string.sub(settingsArg, 1, IDENTITY) ~= f.ident then
   return reject('ARGS', 'ARGV[2] does not start with ARGV[1]\'s identity')
 end
-if create ~= '0' and create ~= '1' then return reject('ARGS', 'ARGV[9] is not 0 or 1') end
+if create ~= '0' and create ~= '1' and create ~= 's' then return reject('ARGS', 'ARGV[9] is not 0, 1 or s') end
 local root = ARGV[11]
 if root ~= 'r' and root ~= 'p' then return reject('ARGS', 'ARGV[11] is not r or p') end
 if #KEYS < 5 then return reject('ARGS', 'want the ring, the settings, two scratch keys and a record') end
@@ -260,6 +264,28 @@ end
 -- An operation id's record holds the incarnation of the rings it was
 -- applied to: one left by a window that was dropped is not replayed.
 local inc = storedInc or incarnation(got ~= '' and got or head)
+-- The ring lives for the span after its last write (the others than the
+-- root three buckets more, so that the root, which every call touches,
+-- expires first); the settings remember until when, and the incarnation,
+-- for twice the id lifetime at least.
+local ttl = math.max(W * bucketMS, MIN_RING_TTL)
+if root == 'p' then ttl = ttl + 3 * bucketMS end
+-- The root's settings outlive every other ring: the others' rings live
+-- three buckets longer than the root's, written up to a bucket after its
+-- settings (hysteresis, above) and a round apart. So a root whose ring
+-- and settings are both gone beside a live ring was lost (window.go's
+-- rootLost).
+local settingsTTL = ttl + bucketMS
+if root == 'r' then settingsTTL = ttl + 5 * bucketMS + MIN_RING_TTL end
+settingsTTL = math.max(settingsTTL, 2 * 1000 * f.once)
+if create == 's' then
+  if got == '' then
+    if not storedSettings then redis.call('HSET', settings, 's', settingsArg) end
+    if not storedInc then redis.call('HSET', settings, 'inc', inc) end
+    if not expires then redis.call('PEXPIRE', settings, settingsTTL) end
+  end
+  return '?'
+end
 local done, err = replay(5, field, tag, inc)
 if err then return err end
 if done then return done end
@@ -366,16 +392,10 @@ if got == '' then
 end
 if not storedSettings then redis.call('HSET', settings, 's', settingsArg) end
 if not storedInc then redis.call('HSET', settings, 'inc', inc) end
--- The ring lives for the span after its last write (the others than the
--- root three buckets more, so that the root, which every call touches,
--- expires first); the settings remember until when, and the incarnation,
--- for twice the id lifetime at least.
-local ttl = math.max(W * bucketMS, MIN_RING_TTL)
-if root == 'p' then ttl = ttl + 3 * bucketMS end
 if not expires or expires < now + ttl - bucketMS then
   if clock == '' then redis.call('PEXPIREAT', ring, now + ttl) else redis.call('PEXPIRE', ring, ttl) end
   redis.call('HSET', settings, 'ring', now + ttl)
-  redis.call('PEXPIRE', settings, math.max(ttl + bucketMS, 2 * 1000 * f.once))
+  redis.call('PEXPIRE', settings, settingsTTL)
 end
 
 local qc = c % W
