@@ -813,8 +813,7 @@ func (w *Window) rootLost(ctx context.Context) error {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
-	live := slices.IndexFunc(rings, func(e *redis.IntCmd) bool { return e.Val() > 0 })
-	if live < 0 {
+	if !slices.ContainsFunc(rings, func(e *redis.IntCmd) bool { return e.Val() > 0 }) {
 		return nil
 	}
 	pipe = w.f.rdb.Pipeline()
