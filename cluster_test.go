@@ -536,3 +536,41 @@ func TestClusterLostReplyAppliedOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterWindowMasterLost: the master that holds a window's root
+// partition loses its data (restarted empty, or a replica promoted before
+// it had the keys) while the other masters keep their rings: every method
+// fails with ErrDamaged, and no held event is answered new or not seen.
+// Before, the root's share of the held events answered new.
+func TestClusterWindowMasterLost(t *testing.T) {
+	_, rdb := clusterClient(t)
+	o := WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6}
+	w := must(NewWindow(rdb, "master-lost", o)).on(t)
+	held := events("held", 300)
+	must(w.TestOrAddManyOnce(ctx, held, "first")).on(t)
+	master := must(rdb.MasterForKey(ctx, w.ringKey(w.root))).on(t)
+	addr := master.Options().Addr
+	elsewhere := false
+	for p := range w.f.parts {
+		m := must(rdb.MasterForKey(ctx, w.ringKey(p))).on(t)
+		elsewhere = elsewhere || m.Options().Addr != addr
+	}
+	if !elsewhere {
+		t.Fatal("every partition on the root's master: the test needs one elsewhere")
+	}
+	must(0, master.FlushAll(ctx).Err()).on(t)
+	for name, call := range map[string]func() ([]bool, error){
+		"TestMany":          func() ([]bool, error) { return w.TestMany(ctx, held) },
+		"TestOrAddMany":     func() ([]bool, error) { return w.TestOrAddMany(ctx, held) },
+		"TestOrAddManyOnce": func() ([]bool, error) { return w.TestOrAddManyOnce(ctx, held, "first") },
+		"Info":              func() ([]bool, error) { _, err := w.Info(ctx); return nil, err },
+	} {
+		seen, err := call()
+		if !errors.Is(err, ErrDamaged) {
+			t.Errorf("%s after the root's master lost its data: %v, want ErrDamaged", name, err)
+		}
+		if i := slices.Index(seen, false); i >= 0 {
+			t.Fatalf("%s answered held event %q new or not seen", name, held[i])
+		}
+	}
+}
