@@ -255,14 +255,19 @@ end
 -- client sends its calls again, in order, or fails.
 local FIRST_MISSING = '?'
 
--- remember records answer in the hash key, which then lives at least ttl
--- ms more: a hash of operation ids is shared by every process, and one
--- whose client re-sends later than the others' must not see its record
--- expire with a hash another process made. inc and tag as in replay.
+-- storeRecord stores value as field's record in the hash key, which then
+-- lives at least ttl ms more: a hash of operation ids is shared by every
+-- process, and one whose client re-sends later than the others' must not
+-- see its record expire with a hash another process made.
+local function storeRecord(key, field, tag, value, ttl)
+  redis.call('HSET', key, ownField(field, tag), value)
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+
+-- remember records a call's answer; inc and tag as in replay.
 local function remember(key, field, tag, inc, answer, ttl)
   if tag == '' then inc = '' end
-  redis.call('HSET', key, ownField(field, tag), inc .. tag .. answer)
-  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+  storeRecord(key, field, tag, inc .. tag .. answer, ttl)
 end
 
 -- createEmpty makes the partition key of filter f, holding no item: its
@@ -304,13 +309,12 @@ end
 -- partition's key, f, header and TTL) creates it, empty, first: another
 -- call creating it afterwards, of this batch or another process's, would
 -- give it another incarnation, in which the mark is not found.
-local function full(create, record, field, tag, inc, keep, why, missing)
+local function full(create, rec, field, tag, inc, keep, why, missing)
   if create == 'f' then
-    remember(record, field, tag, inc, 'F' .. why, keep)
+    remember(rec, field, tag, inc, 'F' .. why, keep)
   elseif tag ~= '' then
     if missing then createEmpty(missing.key, missing.f, missing.head, missing.ttl) end
-    redis.call('HSET', record, ownField(field, tag), inc .. REFUSED .. tag)
-    if redis.call('PTTL', record) < keep then redis.call('PEXPIRE', record, keep) end
+    storeRecord(rec, field, tag, inc .. REFUSED .. tag, keep)
   end
   return reject('FULL', why)
 end
