@@ -503,3 +503,78 @@ func countEqual(a, b []bool) int {
 	}
 	return n
 }
+
+// BenchmarkScriptBits measures what Redis spends on one bit a script
+// writes, the bulk of a window's new event (k bits, window.lua), against
+// the client's own BITFIELD SET u1: calls of 315 random bits (a window
+// call's words) in a 4 KiB string, so that no bit costs a cache miss, the
+// variants taking turns. It reports, in ns of Redis time a bit:
+// "args" the script call's 315 offset arguments (a script that only
+// counts them), "table" building BITFIELD's arguments from them in Lua,
+// "from-lua" one BITFIELD of them from the script (the same script with
+// two calls, less one), and "plain" the client's BITFIELD with the same
+// arguments (its execution, INFO commandstats).
+func BenchmarkScriptBits(b *testing.B) {
+	rdb := realRedis(b)
+	const bits = 315
+	build := `local t, n = {}, 0
+for i = 1, #ARGV do
+  t[n + 1] = 'SET'; t[n + 2] = 'u1'; t[n + 3] = ARGV[i]; t[n + 4] = '1'
+  n = n + 4
+end
+`
+	scripts := map[string]*redis.Script{
+		"args":  redis.NewScript(`return #ARGV`),
+		"table": redis.NewScript(build + `return n`),
+		"once":  redis.NewScript(build + `redis.call('BITFIELD', KEYS[1], unpack(t)) return n`),
+		"twice": redis.NewScript(build + `redis.call('BITFIELD', KEYS[1], unpack(t)) redis.call('BITFIELD', KEYS[1], unpack(t)) return n`),
+	}
+	for _, s := range scripts {
+		if err := s.Load(ctx, rdb).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rdb.SetRange(ctx, "bits", 4095, "\x00")
+	rng := rand.New(rand.NewPCG(3, 4))
+	offsets := func() []any {
+		o := make([]any, bits)
+		for i := range o {
+			o[i] = strconv.Itoa(rng.IntN(4096 * 8))
+		}
+		return o
+	}
+	usec := map[string]float64{}
+	measure := func(name, command string, call func()) {
+		rdb.ConfigResetStat(ctx)
+		for range 20 {
+			call()
+		}
+		calls, perCall := commandStat(b, rdb, command)
+		usec[name] += perCall * float64(calls)
+	}
+	n := 0
+	for b.Loop() {
+		for _, name := range []string{"args", "table", "once", "twice"} {
+			measure(name, "evalsha", func() {
+				if err := scripts[name].Run(ctx, rdb, []string{"bits"}, offsets()...).Err(); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+		measure("plain", "bitfield", func() {
+			args := []any{"BITFIELD", "bits"}
+			for _, o := range offsets() {
+				args = append(args, "SET", "u1", o, "1")
+			}
+			if err := rdb.Do(ctx, args...).Err(); err != nil {
+				b.Fatal(err)
+			}
+		})
+		n += 20 * bits
+	}
+	per := func(name string) float64 { return usec[name] * 1000 / float64(n) }
+	b.ReportMetric(per("args"), "args-ns/bit")
+	b.ReportMetric(per("table")-per("args"), "table-ns/bit")
+	b.ReportMetric(per("twice")-per("once"), "from-lua-ns/bit")
+	b.ReportMetric(per("plain"), "plain-ns/bit")
+}
