@@ -240,3 +240,70 @@ func TestClusterMasterLostReloads(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterWindowFailover: the master of a window's root partition
+// fails over to its replica (CLUSTER FAILOVER TAKEOVER) while writers send
+// TestOrAddManyOnce with WaitReplicas. Every event a call answered for is
+// seen afterwards, every batch sent again under its id gets its first
+// answers, and the window keeps working: the root's keys, settings first,
+// were on the replica before any call returned.
+func TestClusterWindowFailover(t *testing.T) {
+	cl, rdb := clusterClient(t)
+	replicas := cl.AddReplicas(t)
+	o := WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6,
+		WaitReplicas: 1, WaitTimeout: 5 * time.Second}
+	w := must(NewWindow(rdb, "window-failover", o)).on(t)
+	type sent struct {
+		id     string
+		events []string
+		seen   []bool
+	}
+	var done []sent
+	batch := 0
+	write := func() error {
+		ev := events(fmt.Sprint("b", batch, "-"), 100)
+		if batch > 0 {
+			copy(ev[:10], done[len(done)-1].events[:10]) // repeats
+		}
+		id := fmt.Sprint("id-", batch)
+		seen, err := w.TestOrAddManyOnce(ctx, ev, id)
+		if err == nil {
+			done = append(done, sent{id, ev, seen})
+			batch++
+		}
+		return err
+	}
+	for range 10 {
+		must(0, write()).on(t)
+	}
+	owner := must(cl.SlotOwner(ctx, int(keySlot(w.f.parts[w.root].key[len("rbloom:{"):len(w.f.parts[w.root].key)-1])))).on(t)
+	promoted := replicas[slices.Index(cl.Addrs(), owner)]
+	rep := redis.NewClient(&redis.Options{Addr: promoted})
+	defer rep.Close()
+	rep.ConfigSet(ctx, "repl-diskless-sync-delay", "0")
+	must(0, rep.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err()).on(t)
+	failed := 0
+	for deadline := time.Now().Add(20 * time.Second); batch < 30; {
+		if err := write(); err != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("writes still fail after the failover (%d failed): %v", failed, err)
+			}
+			failed++
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	t.Logf("%d calls failed around the failover", failed)
+	if !strings.Contains(rep.Info(ctx, "replication").Val(), "role:master") {
+		t.Fatalf("%s is not a master after the failover", promoted)
+	}
+	for _, s := range done {
+		for i, ok := range must(w.TestMany(ctx, s.events)).on(t) {
+			if !ok {
+				t.Fatalf("%s's event %q not seen after the failover", s.id, s.events[i])
+			}
+		}
+		if again := must(w.TestOrAddManyOnce(ctx, s.events, s.id)).on(t); !slices.Equal(again, s.seen) {
+			t.Fatalf("%s sent again after the failover: %v, first %v", s.id, again, s.seen)
+		}
+	}
+}
