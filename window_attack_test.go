@@ -136,6 +136,9 @@ func TestWindowLostPartition(t *testing.T) {
 	if _, err := w.TestOrAddMany(ctx, held); !errors.Is(err, ErrDamaged) {
 		t.Errorf("TestOrAddMany: %v, want ErrDamaged", err)
 	}
+	if _, err := w.Info(ctx); !errors.Is(err, ErrDamaged) {
+		t.Errorf("Info: %v, want ErrDamaged", err)
+	}
 	// Dropped and made again, it works.
 	must(0, w.Drop(ctx)).on(t)
 	if seen := must(w.TestOrAddMany(ctx, held)).on(t); slices.Contains(seen, true) {
