@@ -795,35 +795,101 @@ func (w *Window) lost(ctx context.Context, rootLives bool, missing []int) error 
 	return nil
 }
 
-// rootLost returns ErrDamaged when another partition's ring lives while
-// the root's ring and settings are both missing: they were lost (evicted,
-// deleted), not expired, and a new root would answer its share of the held
-// events new. The root's settings outlive every other ring (window.lua),
-// and create writes them before any other ring; so the rings are read
-// first, then the root's keys: a window being made is not taken for one
-// lost.
+// rootLost returns ErrDamaged when the root's ring and settings are both
+// missing while another partition's ring lives and holds what the root's
+// may have held: they were lost (evicted, deleted, a master's data), not
+// expired, and a new root would answer its share of the held events new.
+//
+// The root's settings outlive every ring of a window made by this version
+// (window.lua), whose rings' settings say so ('outlived'): any of them
+// living tells. A ring made before (its root's settings lived only a
+// bucket longer than the root's ring) outlives them by up to three
+// buckets, then holding only generations older than the span, but for
+// the current bucket's, which this call's round may have just written:
+// only a live past generation tells, so a root lost in such a window's
+// first bucket goes unseen, and one idle past its root's settings works
+// again instead of failing for good.
+//
+// create writes the root's settings before any other ring, so the rings
+// are read first, then the root's keys: a window being made is not taken
+// for one lost.
 func (w *Window) rootLost(ctx context.Context) error {
+	type other struct {
+		p        int
+		head     *redis.StringCmd
+		outlived *redis.StringCmd
+	}
 	pipe := w.f.rdb.Pipeline()
-	var rings []*redis.IntCmd
+	var clock *redis.TimeCmd
+	if w.clock == nil {
+		clock = pipe.Time(ctx)
+	}
+	var others []other
 	for p := range w.f.parts {
 		if p != w.root {
-			rings = append(rings, pipe.Exists(ctx, w.ringKey(p)))
+			others = append(others, other{p, pipe.GetRange(ctx, w.ringKey(p), 0, int64(w.r.state)-1),
+				pipe.HGet(ctx, w.settingsKey(p), "outlived")})
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := execAll(ctx, pipe); err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(rings, func(e *redis.IntCmd) bool { return e.Val() > 0 }) {
+	var nowMS int64
+	if w.clock != nil {
+		nowMS = w.clock()
+	} else {
+		nowMS = clock.Val().UnixMilli()
+	}
+	holds := func(o other) (bool, error) {
+		head := o.head.Val()
+		switch {
+		case head == "":
+			return false, nil
+		case o.outlived.Val() == "1" || len(head) != w.r.state:
+			return true, nil
+		}
+		key := w.ringKey(o.p)
+		st, err := w.r.parseState(key, head, w.bucket.Milliseconds())
+		if err != nil {
+			return false, err
+		}
+		c, err := st.current(key, nowMS)
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(st.held, func(h int64) bool { return h > 0 && h >= c-int64(w.r.gens) && h < c }), nil
+	}
+	held := false
+	for _, o := range others {
+		h, err := holds(o)
+		if err != nil {
+			return err
+		}
+		held = held || h
+	}
+	if !held {
 		return nil
 	}
 	pipe = w.f.rdb.Pipeline()
 	ring := pipe.Exists(ctx, w.ringKey(w.root))
 	settings := pipe.HGet(ctx, w.settingsKey(w.root), "s")
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+	if err := execAll(ctx, pipe); err != nil {
 		return err
 	}
 	if ring.Val() == 0 && settings.Err() == redis.Nil {
 		return failf(ErrDamaged, "%s: the root partition's ring and settings are gone while another partition's ring lives: they were lost, and their events cannot be told from new ones", w.f.name)
+	}
+	return nil
+}
+
+// execAll runs pipe and returns the first error of its commands but
+// redis.Nil (a field or key not found), which Exec would return first.
+func execAll(ctx context.Context, pipe redis.Pipeliner) error {
+	cmds, _ := pipe.Exec(ctx)
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && err != redis.Nil {
+			return err
+		}
 	}
 	return nil
 }

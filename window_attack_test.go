@@ -384,26 +384,33 @@ func TestWindowRootLost(t *testing.T) {
 		must(w.TestOrAddManyOnce(ctx, held, "first")).on(t)
 		rdb.Del(ctx, w.ringKey(w.root), w.settingsKey(w.root))
 		for _, h := range []*Window{w, must(NewWindow(rdb, "rootlost", o)).on(t)} {
-			for name, call := range map[string]func() ([]bool, error){
+			wantDamaged(t, held, "after the root's ring and settings were lost", map[string]func() ([]bool, error){
 				"TestMany":          func() ([]bool, error) { return h.TestMany(ctx, held) },
 				"TestOrAddMany":     func() ([]bool, error) { return h.TestOrAddMany(ctx, held) },
 				"TestOrAddManyOnce": func() ([]bool, error) { return h.TestOrAddManyOnce(ctx, held, "first") },
 				"Info":              func() ([]bool, error) { _, err := h.Info(ctx); return nil, err },
-			} {
-				seen, err := call()
-				if !errors.Is(err, ErrDamaged) {
-					t.Errorf("%s after the root's ring and settings were lost: %v, want ErrDamaged", name, err)
-				}
-				if i := slices.Index(seen, false); i >= 0 {
-					t.Fatalf("%s answered held event %q new or not seen", name, held[i])
-				}
-			}
+			})
 		}
 		must(0, w.Drop(ctx)).on(t)
 		if seen := must(w.TestOrAddMany(ctx, held)).on(t); slices.Contains(seen, true) {
 			t.Error("after Drop, events answered seen")
 		}
 	})
+}
+
+// wantDamaged runs each call, which must fail with ErrDamaged, and fails
+// the test if one answers a held event new or not seen.
+func wantDamaged(t *testing.T, held []string, what string, calls map[string]func() ([]bool, error)) {
+	t.Helper()
+	for name, call := range calls {
+		seen, err := call()
+		if !errors.Is(err, ErrDamaged) {
+			t.Errorf("%s %s: %v, want ErrDamaged", name, what, err)
+		}
+		if i := slices.Index(seen, false); i >= 0 {
+			t.Fatalf("%s answered held event %q new or not seen", name, held[i])
+		}
+	}
 }
 
 // TestWindowRootExpiredFirst: when a window is idle, its rings expire, the
@@ -475,4 +482,59 @@ func TestWindowMadeAtOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWindowRootLostEarlierRings: rings made by an earlier commit (no
+// 'outlived' mark: their root's settings lived only a bucket longer than
+// the root's ring) outlive them by up to three buckets. Idle past the
+// root's settings, such a window works again: the first call's round has
+// written the current bucket into the other rings, but they hold no live
+// past generation (before, with every live ring taken for a lost root,
+// it failed with ErrDamaged for good, each round keeping the rings
+// alive). In use, a lost root is ErrDamaged: the other rings hold live
+// past generations.
+func TestWindowRootLostEarlierRings(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 3 * time.Minute, Partitions: 3, IDLifetime: time.Minute}
+		earlier := func(w *Window) { // what an earlier commit's rings look like
+			for p := range w.f.parts {
+				rdb.HDel(ctx, w.settingsKey(p), "outlived")
+			}
+		}
+		t.Run("idle", func(t *testing.T) {
+			clk := newClock(time.UnixMilli(1_000_000_000_000))
+			w := clocked(must(NewWindow(rdb, "earlier-idle", o)).on(t), clk)
+			must(w.TestOrAddMany(ctx, events("old", 60))).on(t)
+			earlier(w)
+			// The root's ring lived W = 5 buckets, its settings one more.
+			clk.add(6*time.Minute + time.Second)
+			rdb.Del(ctx, w.ringKey(w.root), w.settingsKey(w.root))
+			for range 3 {
+				if _, err := w.TestOrAddMany(ctx, events("new", 60)); err != nil {
+					t.Fatalf("TestOrAddMany on a window idle past its root's settings: %v", err)
+				}
+			}
+			if _, err := w.TestMany(ctx, events("new", 60)); err != nil {
+				t.Errorf("TestMany: %v", err)
+			}
+			if _, err := w.Info(ctx); err != nil {
+				t.Errorf("Info: %v", err)
+			}
+		})
+		t.Run("in use", func(t *testing.T) {
+			clk := newClock(time.UnixMilli(1_000_000_000_000))
+			w := clocked(must(NewWindow(rdb, "earlier-used", o)).on(t), clk)
+			held := events("held", 60)
+			must(w.TestOrAddMany(ctx, held)).on(t)
+			clk.add(time.Minute)
+			must(w.TestOrAddMany(ctx, events("later", 60))).on(t)
+			earlier(w)
+			rdb.Del(ctx, w.ringKey(w.root), w.settingsKey(w.root))
+			wantDamaged(t, held, "after the root's keys were lost", map[string]func() ([]bool, error){
+				"TestMany":      func() ([]bool, error) { return w.TestMany(ctx, held) },
+				"TestOrAddMany": func() ([]bool, error) { return w.TestOrAddMany(ctx, held) },
+				"Info":          func() ([]bool, error) { _, err := w.Info(ctx); return nil, err },
+			})
+		})
+	})
 }

@@ -34,7 +34,8 @@
 --           'inc' the ring's incarnation. It outlives the ring by twice the
 --           id lifetime: a ring made again after it expired takes the same
 --           incarnation, so the operation ids applied to it are replayed.
---           The root's outlive every ring of the window
+--           The root's outlive every ring of the window; the others' say
+--           so, 'outlived' '1', when this version made them
 -- KEYS[3], KEYS[4]  scratch keys of a cleaning step (the mask, the chunk),
 --           deleted before the script returns
 -- KEYS[5..] the hashes of this call's record, as in add.lua: one, or
@@ -390,7 +391,12 @@ if got == '' then
   redis.call('SETRANGE', ring, 0, string.sub(head, 1, INC_BYTE) .. inc .. string.sub(head, INC_BYTE + INC_SIZE + 1))
   redis.call('BITFIELD', ring, 'SET', 'i64', 8 * RING_BUCKET_BYTE, bucketMS, 'SET', 'i64', 8 * RING_W_BYTE, W)
 end
-if not storedSettings then redis.call('HSET', settings, 's', settingsArg) end
+if not storedSettings then
+  redis.call('HSET', settings, 's', settingsArg)
+  -- The mark of a ring made since the root's settings outlive every
+  -- ring (rootLost in window.go).
+  if root == 'p' then redis.call('HSET', settings, 'outlived', '1') end
+end
 if not storedInc then redis.call('HSET', settings, 'inc', inc) end
 if not expires or expires < now + ttl - bucketMS then
   if clock == '' then redis.call('PEXPIREAT', ring, now + ttl) else redis.call('PEXPIRE', ring, ttl) end
