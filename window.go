@@ -1010,7 +1010,11 @@ func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 // another partition gone fails with ErrDamaged rather than make it again;
 // once the root is gone, the next call makes a new window, whose rings
 // have another incarnation: the operation ids of the dropped one are not
-// replayed.
+// replayed. It deletes the partitions of every number of partitions the
+// window may have: this handle's, in both layouts (Window.flat), and the
+// one the stored headers state (storedPartitions), so that a handle with
+// another Partitions drops it whole. (Rings it left would outlive the
+// root's settings and make the window made again ErrDamaged, rootLost.)
 func (w *Window) Drop(ctx context.Context) error {
 	del := func(parts ...string) error {
 		pipe := w.f.rdb.Pipeline()
@@ -1022,18 +1026,44 @@ func (w *Window) Drop(ctx context.Context) error {
 		}
 		return nil
 	}
-	// The partitions of both layouts (Window.flat), whose numbers can
-	// differ: the window may be either. Their roots are one key.
+	counts, err := w.storedPartitions(ctx)
+	if err != nil {
+		return callError("window drop", fmt.Errorf("%s: %w", w.f.name, err))
+	}
+	counts = append(counts, len(w.f.parts), len(w.flat.f.parts))
+	root := w.f.parts[w.root].key
 	var others []string
-	for _, l := range []*Window{w, w.flat} {
-		for p, part := range l.f.parts {
-			if p != l.root && !slices.Contains(others, part.key) {
-				others = append(others, part.key)
+	for _, p := range counts {
+		for _, key := range partitionKeys(w.f.prefix, w.f.name, p) {
+			if key != root && !slices.Contains(others, key) {
+				others = append(others, key)
 			}
 		}
 	}
 	if err := del(others...); err != nil {
 		return err
 	}
-	return del(w.f.parts[w.root].key)
+	return del(root)
+}
+
+// storedPartitions returns the numbers of partitions that the headers of
+// the window's root and of its witness partitions (witnessKeys) state, in
+// their rings and settings: those a window of this name was made with.
+func (w *Window) storedPartitions(ctx context.Context) ([]int, error) {
+	pipe := w.f.rdb.Pipeline()
+	var heads []*redis.StringCmd
+	for _, key := range append([]string{w.f.parts[w.root].key}, witnessKeys(w.f.prefix, w.f.name)...) {
+		heads = append(heads, pipe.GetRange(ctx, key+":ring", 0, headerSize-1), pipe.HGet(ctx, key+":window", "s"))
+	}
+	_, _ = pipe.Exec(ctx) // per command: a key of another type fails alone
+	var counts []int
+	for _, head := range heads {
+		if err := head.Err(); err != nil && err != redis.Nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return nil, err
+		}
+		if h, err := parseHeader(head.Val()[:min(len(head.Val()), headerSize)]); err == nil && !slices.Contains(counts, int(h.partitions)) {
+			counts = append(counts, int(h.partitions))
+		}
+	}
+	return counts, nil
 }
