@@ -273,7 +273,7 @@ local ttl = math.max(W * bucketMS, MIN_RING_TTL)
 if root == 'p' then ttl = ttl + 3 * bucketMS end
 -- The root's settings outlive every other ring: the others' rings live
 -- three buckets longer than the root's, written up to a bucket after its
--- settings (hysteresis, above) and a round apart. So a root whose ring
+-- settings (the refresh below waits a bucket) and a round apart. So a root whose ring
 -- and settings are both gone beside a live ring was lost (window.go's
 -- rootLost).
 local settingsTTL = ttl + bucketMS
@@ -393,7 +393,7 @@ if got == '' then
 end
 if not storedSettings then
   redis.call('HSET', settings, 's', settingsArg)
-  -- The mark of a ring made since the root's settings outlive every
+  -- Marks a ring made by a version whose root's settings outlive every
   -- ring (rootLost in window.go).
   if root == 'p' then redis.call('HSET', settings, 'outlived', '1') end
 end
