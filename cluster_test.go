@@ -412,7 +412,7 @@ func TestClusterReshardWindow(t *testing.T) {
 			reads++
 		}
 	}()
-	for n := 0; n < 1000; {
+	for n := 0; n < 1000 && len(errs) == 0; { // a failed writer stops writing
 		time.Sleep(10 * time.Millisecond)
 		mu.Lock()
 		n = len(held)

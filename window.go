@@ -538,7 +538,18 @@ func (w *Window) create(ctx context.Context) error {
 		return err
 	}
 	if !rootLives && rootSettings.Err() == redis.Nil {
-		if err := w.rootLost(ctx); err != nil {
+		switch err := w.rootLost(ctx); {
+		case errors.Is(err, errDropped):
+			pipe := f.rdb.Pipeline()
+			for p, part := range f.parts {
+				if p != w.root {
+					pipe.Del(ctx, windowKeys(part.key)...)
+				}
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+		case err != nil:
 			return err
 		}
 	}
@@ -726,7 +737,7 @@ func (w *Window) testMany(ctx context.Context, events []string) ([]bool, error) 
 			return nil, callError("window test", err)
 		}
 		if !rootLives && !rootSettings {
-			if err := w.rootLost(ctx); err != nil {
+			if err := w.rootLost(ctx); err != nil && !errors.Is(err, errDropped) {
 				return nil, callError("window test", err)
 			}
 		}
@@ -872,15 +883,25 @@ func (w *Window) rootLost(ctx context.Context) error {
 	}
 	pipe = w.f.rdb.Pipeline()
 	ring := pipe.Exists(ctx, w.ringKey(w.root))
-	settings := pipe.HGet(ctx, w.settingsKey(w.root), "s")
+	settings := pipe.HMGet(ctx, w.settingsKey(w.root), "s", "dropped")
 	if err := execAll(ctx, pipe); err != nil {
 		return err
 	}
-	if ring.Val() == 0 && settings.Err() == redis.Nil {
-		return failf(ErrDamaged, "%s: the root partition's ring and settings are gone while another partition's ring lives: they were lost, and their events cannot be told from new ones", w.f.name)
+	if ring.Val() > 0 || settings.Val()[0] != nil {
+		return nil
 	}
-	return nil
+	if settings.Val()[1] != nil {
+		return errDropped
+	}
+	return failf(ErrDamaged, "%s: the root partition's ring and settings are gone while another partition's ring lives: they were lost, and their events cannot be told from new ones", w.f.name)
 }
+
+// errDropped is rootLost's answer when the rings that live beside a
+// missing root were left by calls that made the window while Drop ran
+// (its mark, dropMark): not a window that lost its root, but rings of a
+// dropped one, which create deletes and reads ignore (what they hold can
+// only make an event seen).
+var errDropped = errors.New("rbloom: rings left by calls during a Drop")
 
 // execAll runs pipe and returns the first error of its commands but
 // redis.Nil (a field or key not found), which Exec would return first.
@@ -960,7 +981,9 @@ func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 	rootLives := !slices.Contains(missing, w.root)
 	err = w.lost(ctx, rootLives, missing)
 	if err == nil && !rootLives && !reads[w.root].hasSettings() {
-		err = w.rootLost(ctx)
+		if err = w.rootLost(ctx); errors.Is(err, errDropped) {
+			err = nil
+		}
 	}
 	if err != nil {
 		return nil, callError("window info", err)
@@ -1043,7 +1066,27 @@ func (w *Window) Drop(ctx context.Context) error {
 	if err := del(others...); err != nil {
 		return err
 	}
-	return del(root)
+	// The root's keys go in one transaction that leaves the mark in their
+	// place (dropMark).
+	pipe := w.f.rdb.TxPipeline()
+	pipe.Del(ctx, windowKeys(root)...)
+	pipe.HSet(ctx, root+":window", "dropped", "1")
+	pipe.PExpire(ctx, root+":window", w.dropMark())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return callError("window drop", fmt.Errorf("%s: %w", w.f.name, err))
+	}
+	return nil
+}
+
+// dropMark is how long Drop's mark lives in the root's settings, the
+// field 'dropped' alone: longer than any ring of the window lives after
+// its last write (W buckets, at least a minute, and three more). While it
+// does, rings beside a missing root were made by calls during the Drop
+// (rootLost): the next window made deletes them, and a call that began
+// making the window before the Drop does not make its root (window.lua).
+// Making the window deletes the mark.
+func (w *Window) dropMark() time.Duration {
+	return time.Duration(w.r.w+8)*w.bucket + 2*time.Minute
 }
 
 // storedPartitions returns the numbers of partitions that the headers of

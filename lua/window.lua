@@ -35,7 +35,8 @@
 --           id lifetime: a ring made again after it expired takes the same
 --           incarnation, so the operation ids applied to it are replayed.
 --           The root's outlive every ring of the window; the others' say
---           so, 'outlived' '1', when this version made them
+--           so, 'outlived' '1', when this version made them. After a Drop
+--           the root's hold only 'dropped' (window.go's dropMark)
 -- KEYS[3], KEYS[4]  scratch keys of a cleaning step (the mask, the chunk),
 --           deleted before the script returns
 -- KEYS[5..] the hashes of this call's record, as in add.lua: one, or
@@ -154,7 +155,7 @@ end
 -- included: its events live elsewhere, or mean something else.
 local round = ARGV[12]
 if #round < 1 or #round > MAX_ROUND then return reject('ARGS', 'ARGV[12] is not a round token') end
-local stored = redis.call('HMGET', settings, 's', 'ring', 'inc', 'wait')
+local stored = redis.call('HMGET', settings, 's', 'ring', 'inc', 'wait', 'dropped')
 local storedSettings, expires, storedInc = stored[1], tonumber(stored[2]), stored[3]
 if storedInc and #storedInc ~= INC_SIZE then return reject('DAMAGED', settings .. ': an incarnation of ' .. #storedInc .. ' bytes') end
 if storedSettings and storedSettings ~= settingsArg then
@@ -281,8 +282,13 @@ if root == 'r' then settingsTTL = ttl + 5 * bucketMS + MIN_RING_TTL end
 settingsTTL = math.max(settingsTTL, 2 * 1000 * f.once)
 if create == 's' then
   if got == '' then
-    if not storedSettings then redis.call('HSET', settings, 's', settingsArg) end
-    if not storedInc then redis.call('HSET', settings, 'inc', inc) end
+    if not storedSettings then
+      -- Without 's' the hash holds at most the mark of a Drop (window.go's
+      -- dropMark), which a window made deletes.
+      redis.call('DEL', settings)
+      redis.call('HSET', settings, 's', settingsArg)
+    end
+    if not storedSettings or not storedInc then redis.call('HSET', settings, 'inc', inc) end
     if not expires then redis.call('PEXPIRE', settings, settingsTTL) end
   end
   return '?'
@@ -383,6 +389,13 @@ local function clean(steps)
     if held[q] == -2 then setHeld(q, 0) elseif held[q] == -1 then waiting = true end
   end
   return not waiting
+end
+
+-- A root made by a call that wrote its settings before a Drop deleted
+-- them (and left its mark) is not made: the Drop deleted the rings made
+-- before it, and one made now would stand beside their absence.
+if got == '' and create == '1' and root == 'r' and not storedSettings and stored[5] then
+  return '?'
 end
 
 -- Every check is done: from here on the script writes.
