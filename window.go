@@ -538,18 +538,10 @@ func (w *Window) create(ctx context.Context) error {
 		return err
 	}
 	if !rootLives && rootSettings.Err() == redis.Nil {
-		switch err := w.rootLost(ctx); {
-		case errors.Is(err, errDropped):
-			pipe := f.rdb.Pipeline()
-			for p, part := range f.parts {
-				if p != w.root {
-					pipe.Del(ctx, windowKeys(part.key)...)
-				}
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				return err
-			}
-		case err != nil:
+		// Rings left by calls during a Drop become the new window's: to
+		// delete them would race with another process making it, whose
+		// rings they may be by then.
+		if err := w.rootLost(ctx); err != nil && !errors.Is(err, errDropped) {
 			return err
 		}
 	}
@@ -898,9 +890,9 @@ func (w *Window) rootLost(ctx context.Context) error {
 
 // errDropped is rootLost's answer when the rings that live beside a
 // missing root were left by calls that made the window while Drop ran
-// (its mark, dropMark): not a window that lost its root, but rings of a
-// dropped one, which create deletes and reads ignore (what they hold can
-// only make an event seen).
+// (its mark, dropMark): not a window that lost its root. Its callers go
+// on: the next window made keeps those rings, which hold only what calls
+// made during the Drop wrote.
 var errDropped = errors.New("rbloom: rings left by calls during a Drop")
 
 // execAll runs pipe and returns the first error of its commands but
@@ -1082,9 +1074,10 @@ func (w *Window) Drop(ctx context.Context) error {
 // field 'dropped' alone: longer than any ring of the window lives after
 // its last write (W buckets, at least a minute, and three more). While it
 // does, rings beside a missing root were made by calls during the Drop
-// (rootLost): the next window made deletes them, and a call that began
-// making the window before the Drop does not make its root (window.lua).
-// Making the window deletes the mark.
+// (rootLost): the next window made keeps them (what they hold was
+// written while the Drop ran), and a call that began making the window
+// before the Drop does not make its root (window.lua). Making the window
+// deletes the mark.
 func (w *Window) dropMark() time.Duration {
 	return time.Duration(w.r.w+8)*w.bucket + 2*time.Minute
 }
