@@ -517,9 +517,8 @@ func (w *Window) create(ctx context.Context) error {
 			earlier = append(earlier, pipe.Exists(ctx, f.parts[p].key+":g:"+strconv.FormatInt(g, 10)))
 		}
 	}
-	// Last: Exec answers the first error, and this one's nil is none.
 	rootSettings := pipe.HGet(ctx, w.settingsKey(w.root), "s")
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+	if err := execAll(ctx, pipe); err != nil {
 		return err
 	}
 	for _, e := range earlier {
@@ -779,7 +778,7 @@ func (w *Window) lost(ctx context.Context, rootLives bool, missing []int) error 
 		exists[i] = pipe.Exists(ctx, w.ringKey(p))
 		until[i] = pipe.HGet(ctx, w.settingsKey(p), "ring")
 	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+	if err := execAll(ctx, pipe); err != nil {
 		return err
 	}
 	nowMS := clock.Val().UnixMilli()

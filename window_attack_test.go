@@ -688,6 +688,12 @@ func TestWindowDropWhileMade(t *testing.T) {
 			},
 		})
 		must(0, must(NewWindow(dropping, "made-in-drop", o)).on(t).Drop(ctx)).on(t)
+		mark := rdb.PTTL(ctx, maker.settingsKey(maker.root)).Val()
+		for p := range maker.f.parts {
+			if ring := rdb.PTTL(ctx, maker.ringKey(p)).Val(); ring > 0 && ring >= mark {
+				t.Errorf("partition %d's ring, left beside no root, lives %v, Drop's mark %v: the mark must outlive it", p, ring, mark)
+			}
+		}
 		works("made-in-drop")
 
 		// (2) the root's ring made after the Drop.
