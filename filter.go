@@ -238,6 +238,31 @@ func spans(n, size int) iter.Seq2[int, int] {
 	}
 }
 
+// evenSpans yields as few consecutive ranges [lo, hi) of at most size as
+// cover [0, n), their lengths differing by one at most: 31 by 15 gives 11,
+// 10 and 10, not 15, 15 and 1. A window's calls are cut so (window.go):
+// the largest calls decide the slowest, and each call costs about as much
+// of its own besides its events however few they are.
+func evenSpans(n, size int) iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		if n <= 0 {
+			return
+		}
+		parts := (n + size - 1) / size
+		lo := 0
+		for i := range parts {
+			hi := lo + n/parts
+			if i < n%parts {
+				hi++
+			}
+			if !yield(lo, hi) {
+				return
+			}
+			lo = hi
+		}
+	}
+}
+
 // Constant BITFIELD_RO arguments, boxed once rather than per slot.
 var (
 	argGet       any = "GET"

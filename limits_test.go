@@ -529,3 +529,78 @@ func TestOutOfMemoryRenamedBack(t *testing.T) {
 		t.Errorf("%d of %d batch reads answered absent for held items", wrong.Load(), reads.Load())
 	}
 }
+
+// scriptWords is a go-redis hook that records, for each window script
+// call it passes with events, the slot words the call carries.
+type scriptWords struct {
+	mu    sync.Mutex
+	calls []int
+}
+
+func (h *scriptWords) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *scriptWords) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *scriptWords) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			args := c.Args()
+			if c.Name() != "evalsha" && c.Name() != "eval" {
+				continue
+			}
+			keys, _ := strconv.Atoi(fmt.Sprint(args[2]))
+			if words := len(args) - 3 - keys - 12; words > 0 {
+				h.mu.Lock()
+				h.calls = append(h.calls, words)
+				h.mu.Unlock()
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestWindowCallsEven: a partition's events are cut into as few calls as
+// maxWindowWords allows, of sizes that differ by one event at most, so
+// that no call is larger than it must be: 2 calls' worth and one event
+// went in calls of 15, 15 and 1 events before (at the seed's k), where
+// now they go in 11, 10 and 10.
+func TestWindowCallsEven(t *testing.T) {
+	rdb := miniRedis(t)
+	w := must(NewWindow(rdb, "even", WindowOptions{EventsPerBucket: 500, ErrorRate: 1e-9, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 1})).on(t)
+	k := w.f.h.k
+	perCall := maxWindowWords / k
+	must(w.TestOrAdd(ctx, "first")).on(t) // made: no call answers '?'
+	h := &scriptWords{}
+	rdb.AddHook(h)
+	for _, n := range []int{1, perCall, perCall + 1, 2*perCall + 1, 7*perCall - 1} {
+		h.calls = nil
+		must(w.TestOrAddMany(ctx, events(fmt.Sprint("even-", n, "-"), n))).on(t)
+		calls := (n + perCall - 1) / perCall
+		if len(h.calls) != calls {
+			t.Fatalf("%d events: %d calls, want %d", n, len(h.calls), calls)
+		}
+		for _, words := range h.calls {
+			if words%k != 0 || words/k < n/calls || words/k > (n+calls-1)/calls {
+				t.Errorf("%d events: calls of %v words (k = %d), want %d calls of %d or %d events", n, h.calls, k, calls, n/calls, (n+calls-1)/calls)
+				break
+			}
+		}
+	}
+}
+
+func TestEvenSpans(t *testing.T) {
+	for n := range 100 {
+		for size := 1; size <= 20; size++ {
+			var lens []int
+			next := 0
+			for lo, hi := range evenSpans(n, size) {
+				if lo != next || hi <= lo || hi-lo > size {
+					t.Fatalf("evenSpans(%d, %d): [%d, %d) after %d", n, size, lo, hi, next)
+				}
+				lens = append(lens, hi-lo)
+				next = hi
+			}
+			if next != n || len(lens) != (n+size-1)/size || (n > 0 && slices.Max(lens)-slices.Min(lens) > 1) {
+				t.Fatalf("evenSpans(%d, %d): lengths %v", n, size, lens)
+			}
+		}
+	}
+}
