@@ -547,7 +547,7 @@ func (h *scriptWords) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 				continue
 			}
 			keys, _ := strconv.Atoi(fmt.Sprint(args[2]))
-			if words := len(args) - 3 - keys - 12; words > 0 {
+			if words := len(args) - 3 - keys - 13; words > 0 {
 				h.mu.Lock()
 				h.calls = append(h.calls, words)
 				h.mu.Unlock()

@@ -140,24 +140,6 @@ func (st ringState) liveMask(r ring, c int64) []uint32 {
 	return mask
 }
 
-// seen reports whether the words of an event's k slots, each read as
-// fields, hold one live generation in all of them.
-func seen(words [][]uint32, mask []uint32) bool {
-	for j, m := range mask {
-		acc := m
-		for _, w := range words {
-			acc &= w[j]
-			if acc == 0 {
-				break
-			}
-		}
-		if acc != 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // popcount is the number of live positions in mask.
 func popcount(mask []uint32) int {
 	n := 0

@@ -425,12 +425,37 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 		// from one never written; and '~' while its bucket's generation is
 		// still being cleared. Both go again.
 		for len(parts) > 0 {
-			expect := w.expected()
+			want := make([]bool, len(chunk))
+			for _, c := range parts {
+				for _, e := range c.at {
+					want[e] = true
+				}
+			}
+			found, buckets, err := w.preRead(ctx, pl, want)
+			if err != nil {
+				return nil, callError("window", err)
+			}
 			round := strconv.FormatUint(rand.Uint64(), 36)
 			calls := make([]scriptCall, len(parts))
 			for i, c := range parts {
-				args := w.args(f.parts[c.p].head, c.p, c.rec, "0", expect, round)
+				// The bucket of the call's reads: the first, should a
+				// bucket have turned between them (the call then reads).
+				var expect int64
+				if len(c.at) == 0 {
+					expect = w.expected()
+				}
+				flags := make([]byte, len(c.at))
+				for x, e := range c.at {
+					if x == 0 || buckets[e] < expect {
+						expect = buckets[e]
+					}
+					flags[x] = found[e]
+				}
+				args := w.args(f.parts[c.p].head, c.p, c.rec, "0", expect, round, string(flags))
 				for _, e := range c.at {
+					if found[e] == 'h' {
+						continue // answered seen: its words are not needed
+					}
 					for _, o := range pl.offsets[e*f.h.k : (e+1)*f.h.k] {
 						args = append(args, w.r.bit(o, expect))
 					}
@@ -453,6 +478,16 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 					}
 					w.bucketSeen.Store(bucket)
 					r = answers
+				}
+				if b, ok := strings.CutPrefix(r, "^"); ok {
+					// In another bucket than its reads': read again.
+					bucket, err := strconv.ParseInt(b, 10, 64)
+					if err != nil {
+						return nil, callError("window", fmt.Errorf("script answered %q", r))
+					}
+					w.bucketSeen.Store(bucket)
+					again = append(again, parts[i])
+					continue
 				}
 				switch {
 				case r == "?" || r == "~":
@@ -487,15 +522,15 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 }
 
 // args are window.lua's ARGV up to the offsets, head its header, for a
-// call expected in bucket expect and sent in round.
-func (w *Window) args(head string, p int, rec record, create string, expect int64, round string) []any {
+// call expected in bucket expect, sent in round, of events found so.
+func (w *Window) args(head string, p int, rec record, create string, expect int64, round, found string) []any {
 	root := "p"
 	if p == w.root {
 		root = "r"
 	}
-	return append(make([]any, 0, 12+maxWindowWords), head, w.settings[p],
+	return append(make([]any, 0, 13+maxWindowWords), head, w.settings[p],
 		strconv.FormatInt(w.bucket.Milliseconds(), 10), strconv.Itoa(w.r.gens),
-		strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.clockArg(), create, strconv.FormatInt(expect, 10), root, round)
+		strconv.FormatInt(rec.ttl, 10), rec.field, rec.tag, w.clockArg(), create, strconv.FormatInt(expect, 10), root, round, found)
 }
 
 // call is the script call of partition p with args.
@@ -556,7 +591,7 @@ func (w *Window) create(ctx context.Context) error {
 	inc := randomIncarnation()
 	call := func(p int, create string) scriptCall {
 		rec := f.record("window", "", p, 0, "", f.retryKeep, time.Time{})
-		return w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, create, w.expected(), "create"))
+		return w.call(p, rec, w.args(withIncarnation(f.parts[p].head, inc), p, rec, create, w.expected(), "create", ""))
 	}
 	if !rootLives {
 		if _, err := runScripts(ctx, f.rdb, windowScript, f.fcall, []scriptCall{call(w.root, "s")}, f.repl); err != nil {
@@ -668,104 +703,217 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 func (w *Window) testMany(ctx context.Context, events []string) ([]bool, error) {
 	f := w.f
 	out := make([]bool, len(events))
+	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
+		pl := w.place(events[lo:hi])
+		reads, err := w.readWords(ctx, pl, nil, 0, f.h.k)
+		if err != nil {
+			return nil, callError("window test", err)
+		}
+		for e, r := range reads {
+			out[lo+e] = r.ring.ok && r.seen(r.ring.mask)
+		}
+	}
+	return out, nil
+}
+
+// ringWords is what one transaction read of a partition's ring: whether it
+// exists, the bucket it is in, and its live generations, as a word's
+// fields read them.
+type ringWords struct {
+	ok     bool
+	bucket int64
+	mask   []uint32
+}
+
+// wordsRead is what readWords read of one event: its ring's, and the
+// fields of the words it read, word after word.
+type wordsRead struct {
+	ring   *ringWords
+	fields []uint32
+}
+
+// seen reports whether the event's words read hold one generation of mask
+// in all of them (the words read first, if not all k were).
+func (r wordsRead) seen(mask []uint32) bool {
+	f := len(mask)
+	for j, m := range mask {
+		acc := m
+		for i := j; i < len(r.fields) && acc != 0; i += f {
+			acc &= r.fields[i]
+		}
+		if acc != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// readWords reads the words from .. to-1 of the events of pl that want
+// says (every event when want is nil), in transactions of at most
+// maxWindowWords words, each with the ring's state and the root's
+// (Window.root), and checks the states as every call does: a ring lost,
+// missing before its time or damaged fails. An event not read gets the
+// zero wordsRead.
+func (w *Window) readWords(ctx context.Context, pl placement, want []bool, from, to int) ([]wordsRead, error) {
+	f := w.f
 	fields := w.r.fields()
 	types := make([]any, len(fields))
 	for j, width := range fields {
 		types[j] = "u" + strconv.Itoa(width)
 	}
-	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
-		pl := w.place(events[lo:hi])
-		// A transaction per maxWindowWords words of a partition's events
-		// (and the root's ring, which every read looks at: Window.root),
-		// each reading the ring's state with them.
-		type unit struct {
-			p      int
-			events []int
-			head   ringRead
-			words  *redis.IntSliceCmd
-		}
-		var touched []*unit
-		perTx := max(1, maxWindowWords/(f.h.k*len(fields)))
-		txs := unitsOf(pl.groups, perTx, func(p int) bool { return p == w.root }, func(p int, events []int) txUnit {
-			u := &unit{p: p, events: events}
-			touched = append(touched, u)
-			return txUnit{p: p, slots: len(events) * f.h.k * len(fields), queue: func(pipe redis.Pipeliner) {
-				u.head = w.readRing(ctx, pipe, p)
-				if len(events) == 0 {
-					return
+	groups := pl.groups
+	if want != nil {
+		groups = make([][]int, len(pl.groups))
+		for p, group := range pl.groups {
+			for _, e := range group {
+				if want[e] {
+					groups[p] = append(groups[p], e)
 				}
-				args := []any{"BITFIELD_RO", w.ringKey(p)}
-				for _, e := range events {
-					for _, o := range pl.offsets[e*f.h.k : (e+1)*f.h.k] {
-						for j := range fields {
-							args = append(args, argGet, types[j], o+uint64(ringFieldBits*j))
-						}
-					}
-				}
-				u.words = redis.NewIntSliceCmd(ctx, args...)
-				_ = pipe.Process(ctx, u.words)
-			}}
-		})
-		if err := readAgain(ctx, func() error { return f.transact(ctx, txs, maxWindowWords) }); err != nil {
-			return nil, callError("window test", err)
-		}
-		type read struct {
-			st    ringState
-			nowMS int64
-			ok    bool
-		}
-		states := make([]read, len(touched))
-		var missing []int
-		rootLives, rootSettings := false, false
-		for i, u := range touched {
-			st, nowMS, ok, err := w.state(u.p, u.head)
-			if err != nil {
-				return nil, callError("window test", err)
-			}
-			states[i] = read{st, nowMS, ok}
-			switch {
-			case u.p == w.root:
-				rootLives = rootLives || ok
-				rootSettings = rootSettings || u.head.hasSettings()
-			case !ok && !slices.Contains(missing, u.p):
-				missing = append(missing, u.p)
-			}
-		}
-		if err := w.lost(ctx, rootLives, missing); err != nil {
-			return nil, callError("window test", err)
-		}
-		if !rootLives && !rootSettings {
-			if err := w.rootLost(ctx); err != nil && !errors.Is(err, errDropped) {
-				return nil, callError("window test", err)
-			}
-		}
-		words := make([][]uint32, f.h.k)
-		for i, u := range touched {
-			st, nowMS, ok := states[i].st, states[i].nowMS, states[i].ok
-			if !ok || u.words == nil {
-				continue // no ring: nothing seen
-			}
-			c, err := st.current(w.ringKey(u.p), nowMS)
-			if err != nil {
-				return nil, callError("window test", err)
-			}
-			mask := st.liveMask(w.r, c)
-			vals := u.words.Val()
-			if len(vals) != len(u.events)*f.h.k*len(fields) {
-				return nil, callError("window test", fmt.Errorf("BITFIELD_RO answered %d values, want %d", len(vals), len(u.events)*f.h.k*len(fields)))
-			}
-			for e, pos := range u.events {
-				for t := range words {
-					words[t] = words[t][:0]
-					for j := range fields {
-						words[t] = append(words[t], uint32(vals[(e*f.h.k+t)*len(fields)+j]))
-					}
-				}
-				out[lo+pos] = seen(words, mask)
 			}
 		}
 	}
-	return out, nil
+	type unit struct {
+		p      int
+		events []int
+		head   ringRead
+		words  *redis.IntSliceCmd
+	}
+	var touched []*unit
+	words := to - from
+	perTx := max(1, maxWindowWords/(words*len(fields)))
+	txs := unitsOf(groups, perTx, func(p int) bool { return p == w.root }, func(p int, events []int) txUnit {
+		u := &unit{p: p, events: events}
+		touched = append(touched, u)
+		return txUnit{p: p, slots: len(events) * words * len(fields), queue: func(pipe redis.Pipeliner) {
+			u.head = w.readRing(ctx, pipe, p)
+			if len(events) == 0 {
+				return
+			}
+			args := []any{"BITFIELD_RO", w.ringKey(p)}
+			for _, e := range events {
+				for _, o := range pl.offsets[e*f.h.k+from : e*f.h.k+to] {
+					for j := range fields {
+						args = append(args, argGet, types[j], o+uint64(ringFieldBits*j))
+					}
+				}
+			}
+			u.words = redis.NewIntSliceCmd(ctx, args...)
+			_ = pipe.Process(ctx, u.words)
+		}}
+	})
+	if err := readAgain(ctx, func() error { return f.transact(ctx, txs, maxWindowWords) }); err != nil {
+		return nil, err
+	}
+	rings := make([]ringWords, len(touched))
+	var missing []int
+	rootLives, rootSettings := false, false
+	for i, u := range touched {
+		st, nowMS, ok, err := w.state(u.p, u.head)
+		if err != nil {
+			return nil, err
+		}
+		rings[i] = ringWords{ok: ok, bucket: nowMS / w.bucket.Milliseconds()}
+		if ok {
+			if rings[i].bucket, err = st.current(w.ringKey(u.p), nowMS); err != nil {
+				return nil, err
+			}
+			rings[i].mask = st.liveMask(w.r, rings[i].bucket)
+		}
+		switch {
+		case u.p == w.root:
+			rootLives = rootLives || ok
+			rootSettings = rootSettings || u.head.hasSettings()
+		case !ok && !slices.Contains(missing, u.p):
+			missing = append(missing, u.p)
+		}
+	}
+	if err := w.lost(ctx, rootLives, missing); err != nil {
+		return nil, err
+	}
+	if !rootLives && !rootSettings {
+		if err := w.rootLost(ctx); err != nil && !errors.Is(err, errDropped) {
+			return nil, err
+		}
+	}
+	reads := make([]wordsRead, len(pl.offsets)/f.h.k)
+	for i, u := range touched {
+		for _, e := range u.events {
+			reads[e].ring = &rings[i]
+		}
+		if !rings[i].ok || u.words == nil {
+			continue // no ring: nothing held
+		}
+		vals := u.words.Val()
+		per := words * len(fields)
+		if len(vals) != len(u.events)*per {
+			return nil, fmt.Errorf("BITFIELD_RO answered %d values, want %d", len(vals), len(u.events)*per)
+		}
+		for x, e := range u.events {
+			reads[e].fields = make([]uint32, per)
+			for y, v := range vals[x*per : (x+1)*per] {
+				reads[e].fields[y] = uint32(v)
+			}
+		}
+	}
+	return reads, nil
+}
+
+// preReadWords is how many of an event's words preRead reads of every
+// event: about 1 in 12 new events at the seed's settings has a live
+// generation with its bits set in all 5 (a full generation has a third of
+// its bits set, 25 of them), and gets its other words read.
+const preReadWords = 5
+
+// preRead reads, with plain commands, which events of pl (those want
+// says, or all) a live generation holds, for window.lua's ARGV[13]: 'h'
+// held, 'f' in none of the past ones, and the bucket of each event's read. Its first reads are
+// of every event's first preReadWords words, then the other words only of
+// the events those leave in doubt. A script call uses what it found only
+// in the bucket of the read (the past generations, read then, only lose
+// bits while it runs: window.lua), so the second reads, which may run in
+// a later bucket, are judged by the first's live generations.
+func (w *Window) preRead(ctx context.Context, pl placement, want []bool) (found []byte, bucket []int64, err error) {
+	k := w.f.h.k
+	first := min(preReadWords, k)
+	reads, err := w.readWords(ctx, pl, want, 0, first)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := len(reads)
+	found, bucket = make([]byte, n), make([]int64, n)
+	doubt := make([]bool, n)
+	anyDoubt := false
+	for e, r := range reads {
+		if r.ring == nil {
+			continue // not wanted
+		}
+		found[e], bucket[e] = 'f', r.ring.bucket
+		if r.ring.ok && r.seen(r.ring.mask) {
+			doubt[e], anyDoubt = true, true
+		}
+	}
+	if !anyDoubt || first == k {
+		for e := range doubt {
+			if doubt[e] {
+				found[e] = 'h'
+			}
+		}
+		return found, bucket, nil
+	}
+	rest, err := w.readWords(ctx, pl, doubt, first, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	for e, r := range rest {
+		if !doubt[e] || r.fields == nil {
+			continue // a ring gone since: nothing of it held (a call in the same bucket finds the same)
+		}
+		all := wordsRead{fields: append(reads[e].fields, r.fields...)}
+		if all.seen(reads[e].ring.mask) {
+			found[e] = 'h'
+		}
+	}
+	return found, bucket, nil
 }
 
 // lost returns ErrDamaged when a ring of the partitions missing is still

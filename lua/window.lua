@@ -14,13 +14,19 @@
 -- bits are cleared while the current bucket runs, for the next.
 --
 -- An event was seen when some live generation has its bit set in all k of
--- its words: one BITFIELD GET per word reads every generation at once, so
--- the cost of an event does not grow with the span. The call reads first
--- and writes last: an event is seen when a generation held it as the call
--- began, or when an equal event (the same k words) was added earlier in
--- the call; an unseen event gets the current generation's bit set in its k
--- words.
---
+-- its words. The client reads that first, with plain commands (window.go's
+-- preRead: Lua's calls into Redis cost several times a plain command's),
+-- and says for each event whether it found it held (ARGV[13]). Past
+-- generations only lose bits while a bucket runs (only the current one is
+-- written; a generation is cleared once out of the span), so in the bucket
+-- of the client's read an event it found in none of them is still in
+-- none: the call sets its bit in the current generation's k words, and the
+-- bits' old values (BITFIELD SET answers them) say whether all of them
+-- were set, by an earlier call or an equal event before it in this call:
+-- then it answers seen. In another bucket than the read's the call reads
+-- the words itself, one BITFIELD GET per word reading every generation at
+-- once, so that the cost does not grow with the span.
+
 -- The clock is Redis's (TIME), never earlier than the newest generation:
 -- every process agrees on the bucket, and a clock that steps back does
 -- not reopen an old one. A generation that leaves the span is cleared in
@@ -64,7 +70,11 @@
 --           together. A call that answers '~' keeps it in the settings
 --           ('wait'), and the later calls of its round answer '~' too, so
 --           that none is applied before it
--- ARGV[13..] for each event's k slots, the bit offset of the slot's bit in
+-- ARGV[13]  one character per event, what the client's read of the ring
+--           in bucket ARGV[10] found (window.go's preRead): 'h' held by a
+--           live generation (answered seen), 'f' in none of the past ones.
+--           Used only when the call is in that bucket
+-- ARGV[14..] for each 'f' event's k slots, the bit offset of the slot's bit in
 --           ARGV[10]'s generation, in decimal: the slot's word, plus
 --           ARGV[10] mod W (so that the script writes the client's strings
 --           and converts no number)
@@ -73,7 +83,9 @@
 --           '~' when the current bucket's position was still being
 --           cleared as the call began (nothing answered: call again).
 --           When the call is in another bucket than ARGV[10], the answer
---           follows '!', the bucket and ':'. Fails with RBLOOM_MISMATCH when
+--           follows '!', the bucket and ':'; or, when the call has events
+--           found held (which come without their words), '^' and the bucket
+--           alone (nothing answered: read and call again). Fails with RBLOOM_MISMATCH when
 --           the stored settings are not this call's, and RBLOOM_DAMAGED
 --           when the ring is missing before its time, truncated, lives
 --           without its settings (which say where its events are: in
@@ -82,7 +94,7 @@
 
 local argv = ARGV
 local head, settingsArg, field, tag, clock, create = ARGV[1], ARGV[2], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-local FIRST_OFFSET = 13
+local FIRST_OFFSET = 14
 local CLEAN_STEP = 32768   -- bytes of words one BITOP clears: 100-150 us a step at the seed's size
 local CLEAN_CALL = 1       -- steps a call that answers events takes, when the pass is behind
 local CLEAN_BLOCKED = 4    -- steps a call takes when its bucket waits on them
@@ -120,10 +132,15 @@ local dataBytes = size - DATA
 -- The words of this call's events, checked before anything is written.
 local words = {}
 local nOffsets = #ARGV - FIRST_OFFSET + 1
-if nOffsets % f.k ~= 0 or nOffsets > MAX_WORDS then
-  return reject('ARGS', nOffsets .. ' word offsets: not a multiple of k = ' .. f.k .. ' up to ' .. MAX_WORDS)
+local found = ARGV[13] or ''
+if #found > MAX_WORDS or string.find(found, '[^hf]') then
+  return reject('ARGS', 'ARGV[13] is not one h or f an event')
 end
-local n = nOffsets / f.k
+local n = #found
+local _, fresh = string.gsub(found, 'f', '')
+if nOffsets ~= fresh * f.k or nOffsets > MAX_WORDS then
+  return reject('ARGS', nOffsets .. ' word offsets for ' .. fresh .. ' events found in no generation, at k = ' .. f.k .. ', up to ' .. MAX_WORDS)
+end
 local expected = int(ARGV[10], 1, 2^50)
 if not expected then return reject('ARGS', 'ARGV[10] is not a bucket') end
 do
@@ -398,6 +415,15 @@ if got == '' and create == '1' and root == 'r' and not storedSettings and stored
   return '?'
 end
 
+-- Events the client found held come without their words: in another
+-- bucket than its read's the call cannot read them, and answers '^' and
+-- the bucket, writing nothing, for the client to read again. The later
+-- calls of its round wait, as after a '~' (below).
+if n > 0 and not fast and fresh < n then
+  if storedSettings then redis.call('HSET', settings, 'wait', round) end
+  return '^' .. c
+end
+
 -- Every check is done: from here on the script writes.
 if got == '' then
   redis.call('SETRANGE', ring, size - 1, '\0')
@@ -466,11 +492,11 @@ if n > 0 then
   end
 
   local k = f.k
-  -- Word w's field j at vals[(w - 1) * F + j] once read, false before: a
-  -- table filled in order keeps its array part (keyed sparsely, it is a
-  -- hash, and each insert costs several times more).
+  -- Word w's field j at vals[(w - 1) * F + j] once read, false before (a
+  -- call that reads leaves none nil: a table filled in order keeps its
+  -- array part, where keyed sparsely it is a hash, and each insert costs
+  -- several times more).
   local vals = {}
-  for x = 1, n * k * F do vals[x] = false end
   local fmt = string.format
   -- read reads the words of the events in list, t = from .. to of each.
   local function read(list, from, to)
@@ -499,51 +525,61 @@ if n > 0 then
     end
   end
 
-  -- The first words of every event, then more only for the events those
-  -- leave in doubt, in stages: a new event rarely has a generation whose
-  -- bits are set in its first 4 words (a full generation has a third of
-  -- its bits set at the window's k: 1 in 100, for each of 26), and more
-  -- rarely in its first 6 (1 in 900), so it costs about 5 reads, not k.
-  local list, from = {}, 1
-  for i = 1, n do list[i] = i end
-  for _, upto in ipairs({4, 6, k}) do
-    upto = math.min(upto, k)
-    if upto >= from then
-      read(list, from, upto)
-      if upto == k then break end
-      local doubt, d = {}, 0
-      for x = 1, #list do
-        local i = list[x]
-        local base = (i - 1) * k
-        for j = 1, F do
-          local a = any[j]
-          for t = 1, upto do
-            if a == 0 then break end
-            a = band(a, vals[(base + t - 1) * F + j])
+  -- In the bucket of the client's read the call reads nothing (ARGV[13]
+  -- says what it found). Else the first words of every event, then more
+  -- only for the events those leave in doubt, in stages: a new event
+  -- rarely has a generation whose bits are set in its first 4 words (a
+  -- full generation has a third of its bits set at the window's k: 1 in
+  -- 100, for each of 26), and more rarely in its first 6 (1 in 900), so it
+  -- costs about 5 reads, not k.
+  if not fast then
+    for x = 1, n * k * F do vals[x] = false end
+    local list, from = {}, 1
+    for i = 1, n do list[i] = i end
+    for _, upto in ipairs({4, 6, k}) do
+      upto = math.min(upto, k)
+      if upto >= from then
+        read(list, from, upto)
+        if upto == k then break end
+        local doubt, d = {}, 0
+        for x = 1, #list do
+          local i = list[x]
+          local base = (i - 1) * k
+          for j = 1, F do
+            local a = any[j]
+            for t = 1, upto do
+              if a == 0 then break end
+              a = band(a, vals[(base + t - 1) * F + j])
+            end
+            if a ~= 0 then d = d + 1; doubt[d] = i; break end
           end
-          if a ~= 0 then d = d + 1; doubt[d] = i; break end
         end
+        if d == 0 then break end
+        list, from = doubt, upto + 1
       end
-      if d == 0 then break end
-      list, from = doubt, upto + 1
     end
   end
 
-  -- An event equal to one added earlier in this call has its words: it
-  -- answers seen. (Other events whose bits earlier ones of the call set
-  -- answer new, as they would in separate calls: only a false positive
-  -- is lost.) Found by the first word, so that a call keeps one entry an
-  -- event, not one a bit, and makes no table an event.
-  local addedWith = {} -- first word -> the last event added with it
-  local before = {}    -- event -> the one added with its first word before it
+  -- An event not held gets its bit set in the current generation's k
+  -- words. One whose k bits were all set already, as read or as the old
+  -- values BITFIELD answers say, answers seen: an earlier call added it,
+  -- or an equal event before it in this call (or others, a false
+  -- positive, as separate calls would give).
+  local H = string.byte('h')
   local add, na = {}, 0
-  local added = 0
+  local written, nw = {}, 0 -- per event written: its index, its first SET's reply, its bits read set
+  local off = 0 -- the words before event i's (an event found held comes without its)
   for i = 1, n do
-    local base = (i - 1) * k
+    local base = off
     local seen = false
-    -- An event with all k words read is in doubt: some generation had
-    -- all the bits of its first words. The others are not held.
-    if vals[(base + k - 1) * F + 1] then
+    if fast and string.byte(found, i) == H then
+      seen = true
+    else
+      off = off + k
+    end
+    if not fast and vals[(base + k - 1) * F + 1] then
+      -- All k words read: some generation had all the bits of its first
+      -- words. The others are not held.
       for j = 1, F do
         local a = any[j]
         for t = 1, k do
@@ -553,24 +589,18 @@ if n > 0 then
         if a ~= 0 then seen = true; break end
       end
     end
-    local first = words[base + 1]
-    local e = not seen and addedWith[first]
-    while e do
-      local t, eb = 2, (e - 1) * k
-      while t <= k and words[eb + t] == words[base + t] do t = t + 1 end
-      if t > k then seen = true; break end
-      e = before[e]
-    end
     if seen then
       out[i] = '1'
     else
-      out[i] = '0'
-      added = added + 1
-      before[i], addedWith[first] = addedWith[first], i
+      local set = 0
+      written[nw + 1] = i
+      written[nw + 2] = na / 4 + 1
       for t = 1, k do
         local w = base + t
         local v = vals[(w - 1) * F + cj]
-        if not v or band(v, cbit) == 0 then
+        if v and band(v, cbit) ~= 0 then
+          set = set + 1
+        else
           add[na + 1] = 'SET'
           add[na + 2] = 'u1'
           add[na + 3] = fast and argv[FIRST_OFFSET + w - 1] or words[w] + qc
@@ -578,15 +608,24 @@ if n > 0 then
           na = na + 4
         end
       end
+      written[nw + 3] = set
+      nw = nw + 3
     end
   end
-  if added > 0 then
-    add[na + 1] = 'INCRBY'
-    add[na + 2] = 'i64'
-    add[na + 3] = itemsBit(qc)
-    add[na + 4] = added
-    redis.call('BITFIELD', ring, unpack(add))
+  local old = na > 0 and redis.call('BITFIELD', ring, unpack(add)) or {}
+  local added = 0
+  for x = 1, nw, 3 do
+    local set, first = written[x + 2], written[x + 1]
+    local ones = set
+    for y = first, first + (k - set) - 1 do ones = ones + old[y] end
+    if ones == k then
+      out[written[x]] = '1'
+    else
+      out[written[x]] = '0'
+      added = added + 1
+    end
   end
+  if added > 0 then redis.call('BITFIELD', ring, 'INCRBY', 'i64', itemsBit(qc), added) end
 end
 
 -- A share of the cleaning that the next bucket will need: a pass is spread
