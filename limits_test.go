@@ -464,7 +464,7 @@ func TestReadTransactionsBounded(t *testing.T) {
 			t.Fatalf("%s not seen", items[i])
 		}
 	}
-	if h.max > maxWindowWords || h.txs < 2000*w.f.h.k/maxWindowWords {
+	if h.max > maxWindowWords || h.txs < 2000*preReadWords/maxWindowWords {
 		t.Errorf("Window.TestMany of 2,000 events: %d transactions, the largest reading %d words; want at most %d words",
 			h.txs, h.max, maxWindowWords)
 	}

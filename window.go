@@ -695,22 +695,22 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 // TestMany reports for each event whether it was seen within the window,
 // and adds nothing. It runs no script: transactions read the ring's state
 // and the events' words, each at most a script call's words (about 300 us
-// of Redis at the seed's size), with the root's state (Window.root).
+// of Redis at the seed's size), with the root's state (Window.root); the
+// first preReadWords words of every event, then the others only of the
+// events those leave in doubt (preRead, the reads before TestOrAdd's calls).
 func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) {
 	return adopting(ctx, w, func(l *Window) ([]bool, error) { return l.testMany(ctx, events) })
 }
 
 func (w *Window) testMany(ctx context.Context, events []string) ([]bool, error) {
-	f := w.f
 	out := make([]bool, len(events))
-	for lo, hi := range spans(len(events), maxRoundTripSlots/f.h.k) {
-		pl := w.place(events[lo:hi])
-		reads, err := w.readWords(ctx, pl, nil, 0, f.h.k)
+	for lo, hi := range spans(len(events), maxRoundTripSlots/w.f.h.k) {
+		found, _, err := w.preRead(ctx, w.place(events[lo:hi]), nil)
 		if err != nil {
 			return nil, callError("window test", err)
 		}
-		for e, r := range reads {
-			out[lo+e] = r.ring.ok && r.seen(r.ring.mask)
+		for e, h := range found {
+			out[lo+e] = h == 'h'
 		}
 	}
 	return out, nil

@@ -356,7 +356,8 @@ func TestWindowForgedArguments(t *testing.T) {
 // model of the window in Go: one set of bits per partition and bucket, an
 // event seen when its k bits were all set in a generation the call reads
 // before the call began, or when the current generation's were by the
-// call's adds before it (an equal event, or others). The window is small and overfull, so that bits collide and
+// call's adds before it (an equal event, or others); and TestMany's before
+// it. The window is small and overfull, so that bits collide and
 // batches repeat events, and the clock jumps over buckets, so that ring
 // positions are cleared and reused. At k > 6 (the second window) most
 // events are in doubt after their first words, so the script's reads in
@@ -396,6 +397,7 @@ func windowMatchesModel(t *testing.T, rdb *redis.Client, p float64) {
 		for i := range batch {
 			batch[i] = fmt.Sprint("e", rng.IntN(400))
 		}
+		tested := must(w.TestMany(ctx, batch)).on(t)
 		got := must(w.TestOrAddMany(ctx, batch)).on(t)
 		type add struct {
 			p       int
@@ -421,6 +423,9 @@ func windowMatchesModel(t *testing.T, rdb *redis.Client, p float64) {
 			}
 			if first >= 4 {
 				doubted++
+			}
+			if tested[i] != seen {
+				t.Fatalf("step %d, event %d (%s): TestMany answered %v, the model %v", step, i, e, tested[i], seen)
 			}
 			if !seen {
 				// Added, unless its k bits of the current generation were
