@@ -329,3 +329,26 @@ func forgedKeys(key string) []string {
 func forgedRemoveKeys(key string) []string {
 	return []string{key, key + ":r:forged"}
 }
+
+// redisCPU is the server's CPU time so far, user and system, in seconds
+// (INFO cpu).
+func redisCPU(t testing.TB, rdb *redis.Client) float64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for line := range strings.SplitSeq(info, "\r\n") {
+		for _, field := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(line, field); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("INFO cpu: %q", line)
+				}
+				total += f
+			}
+		}
+	}
+	return total
+}
