@@ -2,7 +2,9 @@ package rbloom
 
 import (
 	"context"
+	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -112,7 +114,7 @@ func TestWindowBucketTurnsAfterRead(t *testing.T) {
 				h := &replies{prefix: c.prefix}
 				rdb.AddHook(h)
 				bucketAfterReads(w, clk)
-				got := must(w.TestOrAddMany(ctx, evs)).on(t)
+				got := must(w.TestOrAddManyOnce(ctx, evs, "turns")).on(t)
 				for i, seen := range got {
 					if seen != (i < c.held) {
 						t.Fatalf("%s: answered seen=%v, want %v", evs[i], seen, i < c.held)
@@ -120,6 +122,9 @@ func TestWindowBucketTurnsAfterRead(t *testing.T) {
 				}
 				if h.n.Load() == 0 {
 					t.Errorf("no call answered %q: the bucket did not turn between the reads and the call", c.prefix)
+				}
+				if again := must(w.TestOrAddManyOnce(ctx, evs, "turns")).on(t); !slices.Equal(again, got) {
+					t.Errorf("the batch sent again under its id answered %v, first %v", again, got)
 				}
 				// The new ones are in the bucket the call ran in: held
 				// for the span after it, however the call was told.
@@ -132,4 +137,45 @@ func TestWindowBucketTurnsAfterRead(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestWindowGoneBetweenReadAndCall: the ring deleted between a batch's
+// reads and its calls is ErrDamaged (its settings say it lives), never
+// its held events answered new; the window dropped then is made again,
+// holding nothing.
+func TestWindowGoneBetweenReadAndCall(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		other := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
+		t.Cleanup(func() { other.Close() })
+		o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Hour, Span: 2 * time.Hour}
+		w := must(NewWindow(rdb, "gone", o)).on(t)
+		evs := events("gone-", 10)
+		must(w.TestOrAddMany(ctx, evs[:5])).on(t)
+		rdb.AddHook(&beforePipeline{match: scriptPipeline, do: func() {
+			if err := other.Del(ctx, w.ringKey(0)).Err(); err != nil {
+				t.Error(err)
+			}
+		}})
+		if got, err := w.TestOrAddMany(ctx, evs); !errors.Is(err, ErrDamaged) {
+			t.Fatalf("ring deleted between the reads and the call: %v, %v; want ErrDamaged", got, err)
+		}
+
+		w2 := must(NewWindow(rdb, "gone-dropped", o)).on(t)
+		must(w2.TestOrAddMany(ctx, evs[:5])).on(t)
+		dropper := must(NewWindow(other, "gone-dropped", o)).on(t)
+		rdb.AddHook(&beforePipeline{match: scriptPipeline, do: func() {
+			if err := dropper.Drop(ctx); err != nil {
+				t.Error(err)
+			}
+		}})
+		got := must(w2.TestOrAddMany(ctx, evs)).on(t)
+		if slices.Contains(got, true) {
+			t.Errorf("window dropped between the reads and the call answered %v: want every event new", got)
+		}
+		for i, seen := range must(w2.TestMany(ctx, evs)).on(t) {
+			if !seen {
+				t.Fatalf("%s: answered new in the window made again, then not seen", evs[i])
+			}
+		}
+	})
 }
