@@ -104,8 +104,8 @@ func (b *bench) report(out io.Writer, rows []*row, mem memoryUse, points []point
 How to read it. items/s: a row's items over the wall time of its calls, summed over the rounds; spread: how far
 apart the rounds' items/s are, (fastest - slowest) / items/s, a measure of the machine's noise. Round trips are
 counted by a go-redis hook on the benchmark's client: every command sent alone and every pipeline is one. Server
-µs/item: INFO commandstats, reset before each row; for rows that run scripts the scripts' time (it includes the
-commands they call), for the others all commands. ratio: the row's items/s over the items/s of the row in "vs row".
+µs/item: INFO commandstats, reset before each row: the time of the commands the benchmark sent, a script's or a
+transaction's (EXEC) with the commands it ran. ratio: the row's items/s over the items/s of the row in "vs row".
 The limits (5-7, 9a-9b) send plain BITFIELD commands at the library's offsets to keys of their own, with no script
 and no header check, one command per item: what Redis does for a filter at best, on one connection. TestMany can
 beat its limit: it reads several items with each BITFIELD_RO. The bound (5b) batches and sends its arguments as
@@ -137,7 +137,6 @@ func (b *bench) reportServer(w io.Writer, rows []*row) {
 		if !r.lib {
 			continue
 		}
-		scripts := r.server["evalsha"].calls+r.server["eval"].calls > 0
 		cmds := make([]string, 0, len(r.server))
 		for name := range r.server {
 			cmds = append(cmds, name)
@@ -145,13 +144,13 @@ func (b *bench) reportServer(w io.Writer, rows []*row) {
 		slices.Sort(cmds)
 		for _, name := range cmds {
 			st, slow := r.server[name], r.slow[name]
-			top := !scripts || name == "eval" || name == "evalsha" // sent by the client
+			top := st.sent > 0 || name == "eval" || name == "evalsha" || name == "exec" // sent by the client
 			label := strings.ToUpper(name)
 			switch {
 			case !top && !strings.HasPrefix(name, "bitfield"):
-				continue // the scripts' small calls: GET, SET, STRLEN, ...
+				continue // the small calls of scripts and transactions: GET, SET, STRLEN, ...
 			case !top:
-				label += " (in script)"
+				label += " (in script or transaction)"
 			}
 			longest := max(st.max, slow.max)
 			t.add(r.id+" "+r.name, label, count(int(st.calls)),

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"maps"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -14,7 +16,36 @@ import (
 // on the loopback interface nothing is retried. go-redis sets up each new
 // connection through the hooks too (HELLO, then CLIENT SETINFO in a
 // pipeline): those are not counted.
-type tripCounter struct{ n atomic.Int64 }
+//
+// It also counts the commands sent on their own, by name: a transaction
+// counts as its MULTI and EXEC, the commands in it run by the EXEC.
+type tripCounter struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	sent map[string]int64
+}
+
+// note counts the commands of one round trip.
+func (c *tripCounter) note(cmds []redis.Cmder) {
+	tx := len(cmds) > 0 && cmds[0].Name() == "multi"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sent == nil {
+		c.sent = make(map[string]int64)
+	}
+	for _, cmd := range cmds {
+		if name := cmd.Name(); !setup[name] && (!tx || name == "multi" || name == "exec") {
+			c.sent[name]++
+		}
+	}
+}
+
+// sentSoFar returns how many commands of each name were sent so far.
+func (c *tripCounter) sentSoFar() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.sent)
+}
 
 var _ redis.Hook = (*tripCounter)(nil)
 
@@ -25,6 +56,7 @@ func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if !setup[cmd.Name()] {
 			c.n.Add(1)
 		}
+		c.note([]redis.Cmder{cmd})
 		return next(ctx, cmd)
 	}
 }
@@ -37,6 +69,7 @@ func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 				break
 			}
 		}
+		c.note(cmds)
 		return next(ctx, cmds)
 	}
 }

@@ -224,7 +224,7 @@ func (b *bench) runRounds(ctx context.Context, rows []*row) error {
 			if err := b.srv.before(ctx, r.lib); err != nil {
 				return fmt.Errorf("bench: before row %s: %w", r.id, err)
 			}
-			trips := b.trips.count()
+			trips, sent := b.trips.count(), b.trips.sentSoFar()
 			start := time.Now()
 			err := r.do(ctx, items)
 			elapsed := time.Since(start)
@@ -235,6 +235,12 @@ func (b *bench) runRounds(ctx context.Context, rows []*row) error {
 			stats, slow, err := b.srv.after(ctx, r.lib)
 			if err != nil {
 				return fmt.Errorf("bench: after row %s: %w", r.id, err)
+			}
+			for name, n := range b.trips.sentSoFar() {
+				if st, ok := stats[name]; ok {
+					st.sent = n - sent[name]
+					stats[name] = st
+				}
 			}
 			r.n += len(items)
 			r.elapsed += elapsed

@@ -22,11 +22,13 @@ import (
 // every command a script calls, which was measured to add about 5 µs of
 // server time to each library write, a third of a single Add.
 
-// cmdStat is what INFO commandstats and latencystats say of one command.
+// cmdStat is what INFO commandstats and latencystats say of one command,
+// and how many of its calls the benchmark sent itself.
 type cmdStat struct {
 	calls int64
 	usec  int64
 	max   time.Duration // the slowest call, 0 when latency tracking is off
+	sent  int64         // calls sent on their own, not run by a script or a transaction (tripCounter)
 }
 
 // cmdStats maps lower-case command names to their figures.
@@ -38,26 +40,28 @@ var admin = map[string]bool{
 	"info": true, "config": true, "slowlog": true, "hello": true, "client": true, "ping": true,
 }
 
-// usec returns the server time of a row: the scripts' time when it ran
-// scripts (which includes the commands they called), else all commands'.
+// usec returns the server time of a row: that of the commands the
+// benchmark sent, a script's or a transaction's (EXEC) with the commands it
+// ran, which INFO also counts under their own names. A command both sent
+// and run by scripts or transactions counts for the share of its calls
+// that were sent.
 func (s cmdStats) usec() int64 {
-	var scripts, all int64
+	var total float64
 	for name, st := range s {
-		if name == "eval" || name == "evalsha" {
-			scripts += st.usec
+		switch {
+		case name == "eval" || name == "evalsha" || name == "exec":
+			total += float64(st.usec)
+		case st.calls > 0:
+			total += float64(st.usec) * float64(min(st.sent, st.calls)) / float64(st.calls)
 		}
-		all += st.usec
 	}
-	if scripts > 0 {
-		return scripts
-	}
-	return all
+	return int64(total)
 }
 
 func (s cmdStats) add(o cmdStats) {
 	for name, st := range o {
 		t := s[name]
-		s[name] = cmdStat{t.calls + st.calls, t.usec + st.usec, max(t.max, st.max)}
+		s[name] = cmdStat{t.calls + st.calls, t.usec + st.usec, max(t.max, st.max), t.sent + st.sent}
 	}
 }
 

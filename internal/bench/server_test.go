@@ -40,6 +40,23 @@ func TestParseStats(t *testing.T) {
 	}
 }
 
+// TestServerTime: a row's server time counts each command the benchmark
+// sent once: a script's or a transaction's with the commands it ran, which
+// INFO counts under their own names too, and the share of a command's
+// calls that it sent on its own.
+func TestServerTime(t *testing.T) {
+	stats := cmdStats{
+		"evalsha":     {calls: 10, usec: 1000},
+		"exec":        {calls: 5, usec: 500},
+		"multi":       {calls: 5, usec: 1, sent: 5},
+		"bitfield_ro": {calls: 20, usec: 400, sent: 10}, // 5 in the transactions, 5 in the scripts
+		"hmget":       {calls: 15, usec: 30},            // in the scripts and the transactions only
+	}
+	if got, want := stats.usec(), int64(1000+500+1+200); got != want {
+		t.Errorf("usec() = %d, want %d", got, want)
+	}
+}
+
 func TestStartServer(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") != "" {
