@@ -422,30 +422,41 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 		}
 		// A call answers '?' when the ring is missing: the rings of every
 		// partition are created together, so that one lost later is told
-		// from one never written; and '~' while its bucket's generation is
-		// still being cleared. Both go again.
+		// from one never written; '~' while its bucket's generation is
+		// still being cleared; and '^' in another bucket than the reads
+		// that told it which events are held. All go again: after a '^'
+		// without those reads, the calls reading the events themselves
+		// ('d'), for a pass that takes longer than a bucket would find a
+		// later one each time (an outside review: a batch sent again was
+		// sent until its events left the span, then answered new).
+		readFirst := true
 		for len(parts) > 0 {
-			want := make([]bool, len(chunk))
-			for _, c := range parts {
-				for _, e := range c.at {
-					want[e] = true
+			var found []byte
+			var buckets []int64
+			if readFirst {
+				want := make([]bool, len(chunk))
+				for _, c := range parts {
+					for _, e := range c.at {
+						want[e] = true
+					}
 				}
-			}
-			found, buckets, err := w.preRead(ctx, pl, want)
-			if err != nil {
-				return nil, callError("window", err)
+				var err error
+				if found, buckets, err = w.preRead(ctx, pl, want); err != nil {
+					return nil, callError("window", err)
+				}
 			}
 			round := strconv.FormatUint(rand.Uint64(), 36)
 			calls := make([]scriptCall, len(parts))
 			for i, c := range parts {
 				// The bucket of the call's reads: the first, should a
 				// bucket have turned between them (the call then reads).
-				var expect int64
-				if len(c.at) == 0 {
-					expect = w.expected()
-				}
+				expect := w.expected()
 				flags := make([]byte, len(c.at))
 				for x, e := range c.at {
+					if !readFirst {
+						flags[x] = 'd'
+						continue
+					}
 					if x == 0 || buckets[e] < expect {
 						expect = buckets[e]
 					}
@@ -453,7 +464,7 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 				}
 				args := w.args(f.parts[c.p].head, c.p, c.rec, "0", expect, round, string(flags))
 				for _, e := range c.at {
-					if found[e] == 'h' {
+					if readFirst && found[e] == 'h' {
 						continue // answered seen: its words are not needed
 					}
 					for _, o := range pl.offsets[e*f.h.k : (e+1)*f.h.k] {
@@ -480,13 +491,12 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 					r = answers
 				}
 				if b, ok := strings.CutPrefix(r, "^"); ok {
-					// In another bucket than its reads': read again.
 					bucket, err := strconv.ParseInt(b, 10, 64)
 					if err != nil {
 						return nil, callError("window", fmt.Errorf("script answered %q", r))
 					}
 					w.bucketSeen.Store(bucket)
-					again = append(again, parts[i])
+					again, readFirst = append(again, parts[i]), false
 					continue
 				}
 				switch {

@@ -179,3 +179,41 @@ func TestWindowGoneBetweenReadAndCall(t *testing.T) {
 		}
 	})
 }
+
+// TestWindowPassSlowerThanABucket: when every pass of a batch's reads and
+// calls takes longer than a bucket, the calls still get through, and the
+// events held answer seen (found by an outside review: with buckets of 40
+// ms, a batch of 5,000 sent again was read and refused ('^') until its
+// events left the span, then answered new). Here the clock turns a bucket
+// between every pass's reads and its first call.
+func TestWindowPassSlowerThanABucket(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		clk := newClock(time.UnixMilli(1_000_000_000_000))
+		w := clocked(must(NewWindow(rdb, "slow-pass", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute,
+			Span: 3 * time.Minute, Partitions: 2})).on(t), clk)
+		evs := events("slow-pass-", 40)
+		must(w.TestOrAddMany(ctx, evs)).on(t)
+		var read atomic.Bool
+		w.clock = func() int64 {
+			pc, _, _, _ := runtime.Caller(1)
+			switch name := runtime.FuncForPC(pc).Name(); {
+			case strings.HasSuffix(name, ".state"):
+				read.Store(true)
+			case strings.HasSuffix(name, ".clockArg") && read.Swap(false):
+				clk.add(time.Minute) // the pass's first call, after its reads
+			}
+			return clk.now().UnixMilli()
+		}
+		bounded, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		got, err := w.TestOrAddMany(bounded, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, seen := range got {
+			if !seen {
+				t.Fatalf("%s: added %v before, answered new", evs[i], clk.now().Sub(time.UnixMilli(1_000_000_000_000)))
+			}
+		}
+	})
+}

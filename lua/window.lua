@@ -23,9 +23,10 @@
 -- none: the call sets its bit in the current generation's k words, and the
 -- bits' old values (BITFIELD SET answers them) say whether all of them
 -- were set, by an earlier call or an equal event before it in this call:
--- then it answers seen. In another bucket than the read's the call reads
--- the words itself, one BITFIELD GET per word reading every generation at
--- once, so that the cost does not grow with the span.
+-- then it answers seen. In another bucket than the read's, or for events
+-- the client did not read ('d'), the call reads the words itself, one
+-- BITFIELD GET per word reading every generation at once, so that the
+-- cost does not grow with the span.
 
 -- The clock is Redis's (TIME), never earlier than the newest generation:
 -- every process agrees on the bucket, and a clock that steps back does
@@ -72,9 +73,10 @@
 --           that none is applied before it
 -- ARGV[13]  one character per event, what the client's read of the ring
 --           in bucket ARGV[10] found (window.go's preRead): 'h' held by a
---           live generation (answered seen), 'f' in none of the past ones.
---           Used only when the call is in that bucket
--- ARGV[14..] for each 'f' event's k slots, the bit offset of the slot's bit in
+--           live generation (answered seen), 'f' in none of the past ones;
+--           both used only when the call is in that bucket. 'd': not read
+--           (the call reads it)
+-- ARGV[14..] for each 'f' or 'd' event's k slots, the bit offset of the slot's bit in
 --           ARGV[10]'s generation, in decimal: the slot's word, plus
 --           ARGV[10] mod W (so that the script writes the client's strings
 --           and converts no number)
@@ -85,7 +87,7 @@
 --           When the call is in another bucket than ARGV[10], the answer
 --           follows '!', the bucket and ':'; or, when the call has events
 --           found held (which come without their words), '^' and the bucket
---           alone (nothing answered: read and call again). Fails with RBLOOM_MISMATCH when
+--           alone (nothing answered: call again, the events not read). Fails with RBLOOM_MISMATCH when
 --           the stored settings are not this call's, and RBLOOM_DAMAGED
 --           when the ring is missing before its time, truncated, lives
 --           without its settings (which say where its events are: in
@@ -133,13 +135,23 @@ local dataBytes = size - DATA
 local words = {}
 local nOffsets = #ARGV - FIRST_OFFSET + 1
 local found = ARGV[13] or ''
-if #found > MAX_WORDS or string.find(found, '[^hf]') then
-  return reject('ARGS', 'ARGV[13] is not one h or f an event')
+if #found > MAX_WORDS or string.find(found, '[^hfd]') then
+  return reject('ARGS', 'ARGV[13] is not one h, f or d an event')
 end
 local n = #found
-local _, fresh = string.gsub(found, 'f', '')
-if nOffsets ~= fresh * f.k or nOffsets > MAX_WORDS then
-  return reject('ARGS', nOffsets .. ' word offsets for ' .. fresh .. ' events found in no generation, at k = ' .. f.k .. ', up to ' .. MAX_WORDS)
+local _, nHeld = string.gsub(found, 'h', '')
+local withWords = n - nHeld
+if nOffsets ~= withWords * f.k or nOffsets > MAX_WORDS then
+  return reject('ARGS', nOffsets .. ' word offsets for ' .. withWords .. ' events not found held, at k = ' .. f.k .. ', up to ' .. MAX_WORDS)
+end
+-- bases[i]: the words before event i's; an event found held has none.
+local bases, H, D = {}, string.byte('h'), string.byte('d')
+do
+  local off = 0
+  for i = 1, n do
+    bases[i] = off
+    if string.byte(found, i) ~= H then off = off + f.k end
+  end
 end
 local expected = int(ARGV[10], 1, 2^50)
 if not expected then return reject('ARGS', 'ARGV[10] is not a bucket') end
@@ -419,7 +431,7 @@ end
 -- bucket than its read's the call cannot read them, and answers '^' and
 -- the bucket, writing nothing, for the client to read again. The later
 -- calls of its round wait, as after a '~' (below).
-if n > 0 and not fast and fresh < n then
+if n > 0 and not fast and nHeld > 0 then
   if storedSettings then redis.call('HSET', settings, 'wait', round) end
   return '^' .. c
 end
@@ -504,7 +516,7 @@ if n > 0 then
     for x = 1, #list do
       local i = list[x]
       for t = from, to do
-        local w = (i - 1) * k + t
+        local w = bases[i] + t
         for j = 1, F do
           -- An offset as a string: Redis turns a number into one with
           -- %.17g, about 200 ns each. One store a statement: a multiple
@@ -525,17 +537,20 @@ if n > 0 then
     end
   end
 
-  -- In the bucket of the client's read the call reads nothing (ARGV[13]
-  -- says what it found). Else the first words of every event, then more
-  -- only for the events those leave in doubt, in stages: a new event
-  -- rarely has a generation whose bits are set in its first 4 words (a
-  -- full generation has a third of its bits set at the window's k: 1 in
-  -- 100, for each of 26), and more rarely in its first 6 (1 in 900), so it
-  -- costs about 5 reads, not k.
-  if not fast then
-    for x = 1, n * k * F do vals[x] = false end
-    local list, from = {}, 1
-    for i = 1, n do list[i] = i end
+  -- In the bucket of the client's read the call reads only the events it
+  -- did not read ('d'; ARGV[13] says what it found of the others); in
+  -- another, every event (none came without its words: see '^'). The
+  -- first words of each, then more only for the events those leave in
+  -- doubt, in stages: a new event rarely has a generation whose bits are
+  -- set in its first 4 words (a full generation has a third of its bits
+  -- set at the window's k: 1 in 100, for each of 26), and more rarely in
+  -- its first 6 (1 in 900), so it costs about 5 reads, not k.
+  local list, from = {}, 1
+  for i = 1, n do
+    if not fast or string.byte(found, i) == D then list[#list + 1] = i end
+  end
+  if #list > 0 then
+    for x = 1, nOffsets * F do vals[x] = false end
     for _, upto in ipairs({4, 6, k}) do
       upto = math.min(upto, k)
       if upto >= from then
@@ -544,12 +559,11 @@ if n > 0 then
         local doubt, d = {}, 0
         for x = 1, #list do
           local i = list[x]
-          local base = (i - 1) * k
           for j = 1, F do
             local a = any[j]
             for t = 1, upto do
               if a == 0 then break end
-              a = band(a, vals[(base + t - 1) * F + j])
+              a = band(a, vals[(bases[i] + t - 1) * F + j])
             end
             if a ~= 0 then d = d + 1; doubt[d] = i; break end
           end
@@ -565,19 +579,14 @@ if n > 0 then
   -- values BITFIELD answers say, answers seen: an earlier call added it,
   -- or an equal event before it in this call (or others, a false
   -- positive, as separate calls would give).
-  local H = string.byte('h')
   local add, na = {}, 0
   local written, nw = {}, 0 -- per event written: its index, its first SET's reply, its bits read set
-  local off = 0 -- the words before event i's (an event found held comes without its)
   for i = 1, n do
-    local base = off
+    local base = bases[i]
     local seen = false
-    if fast and string.byte(found, i) == H then
-      seen = true
-    else
-      off = off + k
-    end
-    if not fast and vals[(base + k - 1) * F + 1] then
+    if string.byte(found, i) == H then
+      seen = true -- found held, in this bucket (else the call answered '^')
+    elseif vals[(base + k - 1) * F + 1] then
       -- All k words read: some generation had all the bits of its first
       -- words. The others are not held.
       for j = 1, F do
