@@ -95,7 +95,7 @@ func TestRunQuick(t *testing.T) {
 	wantTrips := map[string]func(items float64) float64{
 		"1": func(float64) float64 { return 7 }, "2": perItem, "3": perItem, "4": perBatch(200),
 		"5": perBatch(1000), "6": perBatch(1000), "7a": perBatch(1000), "7b": perBatch(1000), "5b": perBatch(1000),
-		"7c": perBatch(1000), "7d": perBatch(1000), "8f": perBatch(1000),
+		"7c": perBatch(1000), "7d": perBatch(1000),
 		"8a": perBatch(1000), "8b": perTx, "8c": perBatch(1000), "8d": perBatch(1000), "8e": perTx,
 		"9a": perItem, "9b": perItem, "9c": perItem, "9d": perItem, "9e": perItem, "10": perItem,
 		"17a": perBatch(1000), "17b": perBatch(1000), "17c": perBatch(1000),
@@ -117,7 +117,22 @@ func TestRunQuick(t *testing.T) {
 				t.Errorf("row %s: %s = %s, want > 0", want.id, col, cells[col])
 			}
 		}
-		if trips := strconv.FormatFloat(wantTrips[want.id](number(t, cells["items"])), 'f', 4, 64); cells["round trips/item"] != trips {
+		if want.id == "8f" {
+			// The window reads before its calls (Window.TestMany's reads):
+			// transactions of at most 315 words, sent at once, of the
+			// first 5 words of every event (63 events each), then of the
+			// other 16 of the events those leave in doubt; then one
+			// pipeline of script calls.
+			lo, hi := 0.0, 0.0
+			for n := number(t, cells["items"]) / rounds; n > 0; n -= 1000 {
+				b := math.Min(n, 1000)
+				lo += rounds * (1 + math.Ceil(b/63))
+				hi += rounds * (1 + math.Ceil(b/63) + math.Ceil(b*16/315))
+			}
+			if trips := number(t, cells["round trips/item"]) * number(t, cells["items"]); trips < lo-0.5 || trips > hi+0.5 {
+				t.Errorf("row 8f: %v round trips, want %v to %v", trips, lo, hi)
+			}
+		} else if trips := strconv.FormatFloat(wantTrips[want.id](number(t, cells["items"])), 'f', 4, 64); cells["round trips/item"] != trips {
 			t.Errorf("row %s: round trips/item = %s, want %s", want.id, cells["round trips/item"], trips)
 		}
 		limit := strings.HasPrefix(want.name, "limit") || strings.HasPrefix(want.name, "plain")
@@ -201,7 +216,7 @@ func TestRunQuick(t *testing.T) {
 	server := tableRows(report, "| row", 2)
 	for row, cmd := range map[string]string{
 		"8a Counting.AddMany, 1,000 per call":  "EVALSHA",
-		"8b Counting.TestMany, 1,000 per call": "BITFIELD_RO",
+		"8b Counting.TestMany, 1,000 per call": "EXEC", // its BITFIELD_RO are in transactions
 		"8f " + table["8f"]["row"]:             "EVALSHA",
 		"9c Counting.Add":                      "EVALSHA",
 	} {
