@@ -436,11 +436,8 @@ func (h *scriptPipelines) DialHook(next redis.DialHook) redis.DialHook          
 func (h *scriptPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *scriptPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			if n := c.Name(); n == "evalsha" || n == "eval" || n == "fcall" {
-				h.n.Add(1)
-				break
-			}
+		if scriptPipeline(cmds) {
+			h.n.Add(1)
 		}
 		return next(ctx, cmds)
 	}

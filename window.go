@@ -283,9 +283,11 @@ func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID st
 }
 
 // maxWindowWords bounds the slot words one window call takes: 15 events at
-// the seed's k = 21. A call costs about 1 us a slot word (most of it the
-// BITFIELD reads and writes of scattered words, and the arguments Redis
-// hands to Lua) plus about 60 us of its own (settings, state, record: a
+// the seed's k = 21. The figures below are of the script that read the
+// words itself (before 6277296; the calls now mostly write: 251 us on
+// average at the seed's size, BENCHMARKS.md). A call cost about 1 us a
+// slot word (most of it the BITFIELD reads and writes of scattered words,
+// and the arguments Redis hands to Lua) plus about 60 us of its own (settings, state, record: a
 // call of one event took 83.9 us at a54f7d1), so fewer words cost more an
 // event. On this 2-core machine, with a54f7d1's script: 24 past
 // generations at 1e-9 (k = 21), 200,000 events a bucket, batches of 1,000
@@ -450,17 +452,17 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 			for i, c := range parts {
 				// The bucket of the call's reads: the first, should a
 				// bucket have turned between them (the call then reads).
-				expect := w.expected()
 				flags := make([]byte, len(c.at))
+				expect := int64(math.MaxInt64)
 				for x, e := range c.at {
-					if !readFirst {
+					if readFirst {
+						flags[x], expect = found[e], min(expect, buckets[e])
+					} else {
 						flags[x] = 'd'
-						continue
 					}
-					if x == 0 || buckets[e] < expect {
-						expect = buckets[e]
-					}
-					flags[x] = found[e]
+				}
+				if !readFirst || len(c.at) == 0 {
+					expect = w.expected()
 				}
 				args := w.args(f.parts[c.p].head, c.p, c.rec, "0", expect, round, string(flags))
 				for _, e := range c.at {
@@ -869,9 +871,10 @@ func (w *Window) readWords(ctx context.Context, pl placement, want []bool, from,
 }
 
 // preReadWords is how many of an event's words preRead reads of every
-// event: about 1 in 12 new events at the seed's settings has a live
-// generation with its bits set in all 5 (a full generation has a third of
-// its bits set, 25 of them), and gets its other words read.
+// event. By the arithmetic, not a count: a full generation has a third of
+// its bits set at the seed's settings, so 1 - (1 - 0.32^5)^24, about 1 in
+// 13 new events, has a past generation with all 5 set, and gets its other
+// words read.
 const preReadWords = 5
 
 // preRead reads, with plain commands, which events of pl (those want

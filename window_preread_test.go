@@ -17,7 +17,8 @@ import (
 // window.lua's ARGV[13]): these tests move the window between those reads
 // and the call.
 
-// scriptPipeline says whether cmds carry a script call with events.
+// scriptPipeline says whether cmds carry a script call (EVALSHA, EVAL,
+// FCALL).
 func scriptPipeline(cmds []redis.Cmder) bool {
 	for _, c := range cmds {
 		if n := c.Name(); n == "evalsha" || n == "eval" || n == "fcall" {
