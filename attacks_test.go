@@ -22,7 +22,7 @@ import (
 // and an item held once tested absent).
 func TestRepairKeepsIDs(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "repair", Options{Capacity: 1000, Partitions: 2})
+	c := created(t, newCounting(t, rdb, "repair", Options{Capacity: 1000, Partitions: 2}))
 	must(c.AddOnce(ctx, "x", "add-1")).on(t)
 	must(c.AddOnce(ctx, "x", "add-2")).on(t)
 	must(c.RemoveOnce(ctx, "x", "rm-1")).on(t)
@@ -37,14 +37,25 @@ func TestRepairKeepsIDs(t *testing.T) {
 	}
 }
 
-// TestRemoveOnceBeforeCreate: a RemoveOnce on a filter that does not exist
-// yet records its answer ("absent"), so its replay after the item was
-// added removes nothing (before, nothing was recorded and the replay
-// removed the item).
+// TestRemoveOnceBeforeCreate: by default a RemoveOnce on a filter that
+// does not exist fails with ErrNotFound and makes nothing, not even its
+// record. With CreateOnWrite it records its answer ("absent"), so its
+// replay after the item was added removes nothing (before, nothing was
+// recorded and the replay removed the item).
 func TestRemoveOnceBeforeCreate(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		for _, parts := range []int{1, 3} {
-			c := newCounting(t, rdb, "late-"+string(rune('0'+parts)), Options{Capacity: 1000, Partitions: parts})
+			strict := newCounting(t, rdb, "strict-"+string(rune('0'+parts)), Options{Capacity: 1000, Partitions: parts})
+			if _, err := strict.RemoveOnce(ctx, "x", "del-1"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("P=%d: RemoveOnce on a filter that does not exist: %v, want ErrNotFound", parts, err)
+			}
+			if _, err := strict.RemoveManyOnce(ctx, []string{"y"}, "del-2"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("P=%d: RemoveManyOnce on a filter that does not exist: %v, want ErrNotFound", parts, err)
+			}
+			if keys := rdb.Keys(ctx, "*strict-*").Val(); len(keys) != 0 {
+				t.Errorf("P=%d: a RemoveOnce refused with ErrNotFound left keys %v", parts, keys)
+			}
+			c := newCounting(t, rdb, "late-"+string(rune('0'+parts)), Options{Capacity: 1000, Partitions: parts, CreateOnWrite: true})
 			if removed := must(c.RemoveOnce(ctx, "x", "del-1")).on(t); removed {
 				t.Fatal("RemoveOnce on a filter that does not exist removed something")
 			}
@@ -80,7 +91,7 @@ func slowRetries(t *testing.T, addr string, retry time.Duration) (*redis.Client,
 func TestRemoveRetryAbsent(t *testing.T) {
 	rdb := realRedis(t)
 	slow, proxy := slowRetries(t, rdb.Options().Addr, 500*time.Millisecond)
-	c := newCounting(t, rdb, "retry-absent", Options{Capacity: 1000})
+	c := created(t, newCounting(t, rdb, "retry-absent", Options{Capacity: 1000}))
 	s := newCounting(t, slow, "retry-absent", Options{Capacity: 1000})
 	must(c.Add(ctx, "other")).on(t)
 	must(s.Remove(ctx, "warm")).on(t) // remove.lua is in the script cache
@@ -105,7 +116,7 @@ func TestOnceRetryOutlivesIDLifetime(t *testing.T) {
 	rdb := realRedis(t)
 	slow, proxy := slowRetries(t, rdb.Options().Addr, 2*time.Second)
 	o := Options{Capacity: 1000, IDLifetime: time.Second}
-	c := newCounting(t, rdb, "short-ids", o)
+	c := created(t, newCounting(t, rdb, "short-ids", o))
 	s := newCounting(t, slow, "short-ids", o)
 	must(c.AddMany(ctx, []string{"x", "x"})).on(t)
 	must(s.Remove(ctx, "warm")).on(t) // remove.lua is in the script cache
@@ -122,7 +133,7 @@ func TestOnceRetryOutlivesIDLifetime(t *testing.T) {
 func TestRebuildSwitchReplyLost(t *testing.T) {
 	rdb := realRedis(t)
 	slow, proxy := slowRetries(t, rdb.Options().Addr, 100*time.Millisecond)
-	c := newCounting(t, slow, "switch-lost", Options{Capacity: 1000})
+	c := created(t, newCounting(t, slow, "switch-lost", Options{Capacity: 1000}))
 	must(c.AddMany(ctx, []string{"keep", "ghost"})).on(t)
 	err := c.Rebuild(ctx, func(add func([]string) error) error {
 		if err := add([]string{"keep"}); err != nil {
@@ -190,7 +201,7 @@ func TestReadsSeeOneState(t *testing.T) {
 	}
 	t.Run("deleted and restored", func(t *testing.T) {
 		o := Options{Capacity: 10_000, Partitions: 2}
-		c := newCounting(t, rdb, "restored", o)
+		c := created(t, newCounting(t, rdb, "restored", o))
 		must(c.AddMany(ctx, held)).on(t)
 		key := c.f.parts[1].key
 		dump := must(rdb.Dump(ctx, key).Result()).on(t)
@@ -205,7 +216,7 @@ func TestReadsSeeOneState(t *testing.T) {
 	})
 	t.Run("resized", func(t *testing.T) {
 		o := Options{Capacity: 10_000, Partitions: 2}
-		c := newCounting(t, rdb, "resized", o)
+		c := created(t, newCounting(t, rdb, "resized", o))
 		must(c.AddMany(ctx, held)).on(t)
 		readWhile(t, "resized", o, func() {
 			time.Sleep(20 * time.Millisecond)
@@ -223,7 +234,7 @@ func TestReadsSeeOneState(t *testing.T) {
 // arriving after it expired applied the call a second time).
 func TestSharedRecordHashLives(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "shared", Options{Capacity: 1000})
+	c := created(t, newCounting(t, rdb, "shared", Options{Capacity: 1000}))
 	must(c.AddMany(ctx, []string{"x", "x"})).on(t)
 	rec := onceRecord(c.f.parts[0].key, "remove", 0, "del-1", digest([]string{"x"}, c.f.perCall()), c.f.idLifetime, c.f.retryKeep, c.f.now())
 	// Another process's record made the hash first, with a short TTL.
@@ -247,7 +258,7 @@ func TestOnceClockSkew(t *testing.T) {
 	rdb := realRedis(t)
 	const keep = time.Minute
 	span := keep / recordBucketsPerKeep
-	c := newCounting(t, rdb, "skew", Options{Capacity: 1000, IDLifetime: keep})
+	c := created(t, newCounting(t, rdb, "skew", Options{Capacity: 1000, IDLifetime: keep}))
 	// The call at the end of its bucket; the replay just under IDLifetime
 	// later by a clock just under a bucket ahead: five buckets on.
 	clk := newClock(time.UnixMilli(1_700_000_000_000).Truncate(span).Add(span - time.Millisecond))
@@ -265,7 +276,7 @@ func TestOnceClockSkew(t *testing.T) {
 // left to the filter's other partitions, not the rebuilding handle's.
 func TestRepairKeepsTTL(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "repair-ttl", Options{Capacity: 1000, Partitions: 2, TTL: time.Hour})
+	c := created(t, newCounting(t, rdb, "repair-ttl", Options{Capacity: 1000, Partitions: 2, TTL: time.Hour}))
 	must(c.AddMany(ctx, []string{"a", "b", "c"})).on(t)
 	rdb.Del(ctx, c.f.parts[0].key)
 	if err := newCounting(t, rdb, "repair-ttl", Options{Capacity: 1000, Partitions: 2}).Rebuild(ctx, func(add func([]string) error) error {
@@ -284,7 +295,7 @@ func TestRepairKeepsTTL(t *testing.T) {
 // does not reach the new filter either.
 func TestResizeFullAddsNothing(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "full", Options{Capacity: 100})
+	c := created(t, newCounting(t, rdb, "full", Options{Capacity: 100}))
 	items := make([]string, 100)
 	for i := range items {
 		items[i] = fmt.Sprint("i-", i)
@@ -313,7 +324,7 @@ func TestResizeFullAddsNothing(t *testing.T) {
 // record, and the retry forwarded again).
 func TestResizeOnceForwardedOnce(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "forward-once", Options{Capacity: 100})
+	c := created(t, newCounting(t, rdb, "forward-once", Options{Capacity: 100}))
 	must(c.Add(ctx, "base")).on(t)
 	bigger, err := c.Resize(ctx, Options{Capacity: 10_000}, func(add func([]string) error) error {
 		// The forward happens, then the old partition's call is lost:

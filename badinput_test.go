@@ -16,7 +16,7 @@ import (
 // once, with no round trip and nothing written.
 func TestItemEdgeCases(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "edges", Options{Capacity: 1000})
+	c := created(t, newCounting(t, rdb, "edges", Options{Capacity: 1000}))
 	big := strings.Repeat("x", 1<<20)
 	sent := serverStat(t, rdb, "stats", "total_net_input_bytes")
 	for _, item := range []string{"", big, big[1:] + "y"} {
@@ -75,7 +75,7 @@ func TestBadNames(t *testing.T) {
 	} {
 		_, err1 := NewCounting(rdb, name, Options{Capacity: 10})
 		_, err2 := NewClassic(rdb, name, Options{Capacity: 10})
-		_, err3 := Open(ctx, rdb, name)
+		_, err3 := Open(ctx, rdb, name, Options{})
 		for i, err := range []error{err1, err2, err3} {
 			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "name") {
 				t.Errorf("call %d with name %q: %v, want ErrInvalidOptions naming the name", i, name, err)
@@ -87,9 +87,9 @@ func TestBadNames(t *testing.T) {
 	}
 	// Names may hold anything else.
 	for _, name := range []string{"a", "with space", "ünïcödé", "a:b/c", "rbloom:x", strings.Repeat("n", 256)} {
-		c := newCounting(t, rdb, name, Options{Capacity: 10})
+		c := created(t, newCounting(t, rdb, name, Options{Capacity: 10}))
 		must(c.Add(ctx, "a")).on(t)
-		if f, err := Open(ctx, rdb, name); err != nil || !must(f.Test(ctx, "a")).on(t) {
+		if f, err := Open(ctx, rdb, name, Options{}); err != nil || !must(f.Test(ctx, "a")).on(t) {
 			t.Errorf("name %q: Open = %v", name, err)
 		}
 	}
@@ -137,7 +137,7 @@ func TestDamagedHeaders(t *testing.T) {
 	rdb := realRedis(t)
 	items := []string{"a", "b", "c", "d"}
 	for _, cor := range corruptions {
-		c := newCounting(t, rdb, "damaged", Options{Capacity: 1000, Partitions: 1})
+		c := created(t, newCounting(t, rdb, "damaged", Options{Capacity: 1000, Partitions: 1}))
 		must(c.AddMany(ctx, items)).on(t)
 		good := []byte(rdb.Get(ctx, c.f.parts[0].key).Val())
 		rdb.Set(ctx, c.f.parts[0].key, cor.do(good), 0)
@@ -153,7 +153,7 @@ func TestDamagedHeaders(t *testing.T) {
 			}
 		}
 		check(c, "")
-		f, err := Open(ctx, rdb, "damaged")
+		f, err := Open(ctx, rdb, "damaged", Options{})
 		switch {
 		case cor.openOK && err != nil:
 			t.Errorf("%s: Open = %v, want the filter (its header is sound)", cor.name, err)
@@ -174,7 +174,7 @@ func TestDamagedHeaders(t *testing.T) {
 // no filter of this version, for reads and writes alike.
 func TestReservedHeaderBytes(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "reserved", Options{Capacity: 1000})
+	c := created(t, newCounting(t, rdb, "reserved", Options{Capacity: 1000}))
 	must(c.Add(ctx, "a")).on(t)
 	v := []byte(rdb.Get(ctx, c.f.parts[0].key).Val())
 	v[reservedByte+1] = 1
@@ -193,7 +193,7 @@ func TestReservedHeaderBytes(t *testing.T) {
 // enhanced double hashing keeps them apart, and the item comes and goes.
 func TestEmptyItemSlots(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "empty", Options{Capacity: 1000})
+	c := created(t, newCounting(t, rdb, "empty", Options{Capacity: 1000}))
 	if slots := globalSlots(c.f, ""); len(slots) > 1 && slices.Min(slots) == slices.Max(slots) {
 		t.Errorf("the empty item's slots are %v: all the same", slots)
 	}
@@ -215,7 +215,7 @@ func TestEmptyItemSlots(t *testing.T) {
 func TestIDLifetimeBytes(t *testing.T) {
 	rdb := realRedis(t)
 	for _, i := range []int{9, 10, 11} {
-		c := newCounting(t, rdb, "once-"+strconv.Itoa(i), Options{Capacity: 1000})
+		c := created(t, newCounting(t, rdb, "once-"+strconv.Itoa(i), Options{Capacity: 1000}))
 		must(c.Add(ctx, "a")).on(t)
 		v := []byte(rdb.Get(ctx, c.f.parts[0].key).Val())
 		v[i] = 1

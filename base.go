@@ -10,11 +10,13 @@ type base struct{ f *filter }
 
 // AddMany adds items in order and reports, for each, whether it may
 // already have been present (all its slots were non-zero). Each item is
-// added atomically, in one round trip per 9,000 or so items; on error,
-// some items may have been added. The filter is created if it does not
-// exist.
+// added atomically, the batch pipelined in round trips of a few thousand
+// items. An error after the first call was sent is a *BatchError, which
+// says for each item whether it was applied (with its answer), not
+// applied, or unknown. On a filter that does not exist it fails with
+// ErrNotFound and adds nothing (see Options.Source and CreateOnWrite).
 func (b *base) AddMany(ctx context.Context, items []string) ([]bool, error) {
-	return b.f.add(ctx, items)
+	return followWrite(ctx, b, items, func(f *filter, items []string) ([]bool, error) { return f.add(ctx, items) })
 }
 
 // Add is AddMany of one item.
@@ -34,7 +36,8 @@ func (b *base) Add(ctx context.Context, item string) (bool, error) {
 // batch applied a call; calls to partitions the first batch did not reach
 // may have been applied. Ids of adds and removes are apart.
 func (b *base) AddManyOnce(ctx context.Context, items []string, opID string) ([]bool, error) {
-	return b.f.writeOnce(ctx, b.f.addOp(), items, opID)
+	f := b.f.current()
+	return f.writeOnce(ctx, f.addOp(), items, opID)
 }
 
 // AddOnce is AddManyOnce of one item: used again within IDLifetime for
@@ -52,7 +55,7 @@ func (b *base) AddOnce(ctx context.Context, item, opID string) (bool, error) {
 // events it answers true for. An item answered true was not added by this
 // call, so it is not the caller's to Remove later on that call's account.
 func (b *base) TestOrAddMany(ctx context.Context, items []string) ([]bool, error) {
-	return b.f.testOrAdd(ctx, items)
+	return followWrite(ctx, b, items, func(f *filter, items []string) ([]bool, error) { return f.testOrAdd(ctx, items) })
 }
 
 // TestOrAdd is TestOrAddMany of one item.
@@ -63,7 +66,7 @@ func (b *base) TestOrAdd(ctx context.Context, item string) (bool, error) {
 // TestMany reports, for each item, whether it may be present: false means
 // definitely absent. It never writes.
 func (b *base) TestMany(ctx context.Context, items []string) ([]bool, error) {
-	return b.f.test(ctx, items)
+	return followRead(ctx, b, func(f *filter) ([]bool, error) { return f.test(ctx, items) })
 }
 
 // Test is TestMany of one item.
@@ -75,11 +78,16 @@ func (b *base) Test(ctx context.Context, item string) (bool, error) {
 // otherwise it checks that the stored filter has the same parameters. It
 // fails with ErrDamaged, writing nothing, when some partitions exist and
 // others do not: recreating a lost one empty would make its items test
-// absent. Adding creates the filter too: Create is for making it exist
-// before the first item.
-func (b *base) Create(ctx context.Context) error { return b.f.create(ctx) }
+// absent. A Create that fails half-way (out of memory, say) deletes the
+// partitions it made. Call it once, when the source is empty: called at
+// every start, it would make a filter Redis lost again, empty, and its
+// items would test absent. To make a filter from a source that holds
+// items, and to restore a lost one, use Rebuild (or Options.Source).
+func (b *base) Create(ctx context.Context) error { return b.f.current().create(ctx) }
 
-// Rebuild refills the filter from its source of truth without stopping it:
+// Rebuild refills the filter from its source of truth without stopping it,
+// or loads it when it does not exist (readers get ErrLoading until the
+// fill is done; see Options.Source):
 // fill must call add with every item the filter should hold (all the keys
 // of a table, say), in batches of any size, as many times as each is held.
 // Meanwhile the filter keeps answering from its old slots, and every add,
@@ -114,7 +122,7 @@ func (b *base) Create(ctx context.Context) error { return b.f.create(ctx) }
 // stalled), the partitions not yet switched keep their old counters. With
 // Options.WaitReplicas, every step waits for the replicas.
 func (b *base) Rebuild(ctx context.Context, fill func(add func(items []string) error) error) error {
-	return callError("rebuild", b.f.rebuild(ctx, fill))
+	return callError("rebuild", b.f.current().rebuild(ctx, fill))
 }
 
 // Info reads the filter's parameters, fill and health from Redis. It
@@ -123,12 +131,15 @@ func (b *base) Rebuild(ctx context.Context, fill func(add func(items []string) e
 // well under a millisecond. A partition that is missing or holds
 // something else is reported in Info.Damaged and Info.Partitions, not as
 // an error, unless nothing of the filter is sound.
-func (b *base) Info(ctx context.Context) (*Info, error) { return b.f.info(ctx) }
+func (b *base) Info(ctx context.Context) (*Info, error) {
+	return followRead(ctx, b, func(f *filter) (*Info, error) { return f.info(ctx) })
+}
 
 // Drop deletes the filter from Redis, with a rebuild's copies and leases.
-// A later write creates it again, as a new filter: the operation ids of
-// the dropped one are not replayed on it.
-func (b *base) Drop(ctx context.Context) error { return callError("drop", b.f.drop(ctx)) }
+// Calls then fail with ErrNotFound until Create or Rebuild makes it
+// again, as a new filter: the operation ids of the dropped one are not
+// replayed on it.
+func (b *base) Drop(ctx context.Context) error { return callError("drop", b.f.current().drop(ctx)) }
 
 // Name returns the filter's name.
 func (b *base) Name() string { return b.f.name }

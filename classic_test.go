@@ -9,7 +9,7 @@ import (
 
 func TestClassic(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newClassicT(t, rdb, "bits", Options{Capacity: 1000})
+		c := created(t, newClassicT(t, rdb, "bits", Options{Capacity: 1000}))
 		if ok := must(c.Test(ctx, "a")).on(t); ok {
 			t.Error("Test(a) on an empty filter = true")
 		}
@@ -42,7 +42,7 @@ func TestClassic(t *testing.T) {
 // count counts distinct items, where Add counts every add.
 func TestClassicTestOrAdd(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newClassicT(t, rdb, "distinct", Options{Capacity: 1000})
+		c := created(t, newClassicT(t, rdb, "distinct", Options{Capacity: 1000}))
 		got := must(c.TestOrAddMany(ctx, []string{"a", "b", "a", "c", "b"})).on(t)
 		if !slices.Equal(got, []bool{false, false, true, false, true}) {
 			t.Errorf("TestOrAddMany = %v", got)

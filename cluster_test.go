@@ -97,7 +97,7 @@ func bitfieldCalls(t *testing.T, cl *rbloomtest.Cluster) []float64 {
 // within 20% of a third each.
 func TestClusterSpread(t *testing.T) {
 	cl, rdb := clusterClient(t)
-	c := must(NewCounting(rdb, "spread", Options{Capacity: 200_000, Partitions: 12})).on(t)
+	c := created(t, must(NewCounting(rdb, "spread", Options{Capacity: 200_000, Partitions: 12})).on(t))
 	perMaster := map[string]int{}
 	for _, o := range owners(t, cl, c.f) {
 		perMaster[o]++
@@ -233,7 +233,7 @@ func TestClusterReshard(t *testing.T) {
 // middle of batch writes: nothing fails and nothing is lost.
 func TestClusterScriptFlush(t *testing.T) {
 	cl, rdb := clusterClient(t)
-	c := must(NewCounting(rdb, "flushed", Options{Capacity: 100_000, Partitions: 6})).on(t)
+	c := created(t, must(NewCounting(rdb, "flushed", Options{Capacity: 100_000, Partitions: 6})).on(t))
 	var all []string
 	for round := range 10 {
 		items := make([]string, 2000)
@@ -267,7 +267,7 @@ func TestLargeFilter(t *testing.T) {
 		t.Skip("allocates about 600 MB in Redis")
 	}
 	rdb := realRedis(t)
-	c := must(NewCounting(rdb, "large", Options{Slots: 1<<30 + 1<<26, Hashes: 3})).on(t)
+	c := created(t, must(NewCounting(rdb, "large", Options{Slots: 1<<30 + 1<<26, Hashes: 3})).on(t))
 	if got := len(c.f.parts); got != 9 {
 		t.Errorf("%d partitions, want 9 of at most 64 MiB", got)
 	}
@@ -326,10 +326,11 @@ func clusterDamage(t *testing.T, rdb *redis.ClusterClient, mode string, c deleta
 	for _, p := range []int{root, (root + 1) % 6} {
 		where := fmt.Sprintf("%s: partition %d lost (root %d)", mode, p, root)
 		c.Drop(ctx)
+		created(t, c)
 		items := heldItems(t, c, 600)
 		rdb.Del(ctx, c.core().parts[p].key)
 		damagedReads(t, where, c, items, true)
-		_, err := Open(ctx, rdb, "cluster-damage")
+		_, err := Open(ctx, rdb, "cluster-damage", Options{})
 		if p == root && !errors.Is(err, ErrDamaged) || p != root && err != nil {
 			t.Errorf("%s: Open = %v", where, err)
 		}
@@ -458,7 +459,7 @@ func TestClusterScriptsOnMasters(t *testing.T) {
 	for i := range items {
 		items[i] = fmt.Sprint("item-", i)
 	}
-	c := must(NewCounting(rdb, "on-masters", Options{Capacity: 10_000, Partitions: 6})).on(t)
+	c := created(t, must(NewCounting(rdb, "on-masters", Options{Capacity: 10_000, Partitions: 6})).on(t))
 	must(c.AddMany(ctx, items)).on(t)
 	must(c.RemoveManyOnce(ctx, items[:100], "op-1")).on(t)
 	w := must(NewWindow(rdb, "on-masters-window", WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6})).on(t)
@@ -507,7 +508,7 @@ func TestClusterLostReplyAppliedOnce(t *testing.T) {
 	for i := range items {
 		items[i] = fmt.Sprint("item-", i)
 	}
-	c := must(NewCounting(rdb, "lost-reply", Options{Capacity: 10_000, Partitions: 3})).on(t)
+	c := created(t, must(NewCounting(rdb, "lost-reply", Options{Capacity: 10_000, Partitions: 3})).on(t))
 	for _, op := range []string{"", "op-1"} {
 		h.armed.Store(true)
 		var existed []bool

@@ -24,7 +24,7 @@ func TestConcurrentWriters(t *testing.T) {
 	)
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
-	probe := newCounting(t, admin, "crowd", Options{Slots: 50_000, Hashes: 5})
+	probe := created(t, newCounting(t, admin, "crowd", Options{Slots: 50_000, Hashes: 5}))
 
 	held := make([]map[string]int, writers)
 	var wg sync.WaitGroup
@@ -98,9 +98,9 @@ func TestFalsePositiveRate(t *testing.T) {
 	for i := range never {
 		never[i] = fmt.Sprint("stranger-", i)
 	}
-	counting := must(NewCounting(rdb, "fpr-counting", Options{Capacity: n, ErrorRate: p})).on(t)
-	classic := must(NewClassic(rdb, "fpr-classic", Options{Capacity: n, ErrorRate: p})).on(t)
-	partitioned := must(NewCounting(rdb, "fpr-partitioned", Options{Capacity: n, ErrorRate: p, Partitions: 7})).on(t)
+	counting := created(t, must(NewCounting(rdb, "fpr-counting", Options{Capacity: n, ErrorRate: p})).on(t))
+	classic := created(t, must(NewClassic(rdb, "fpr-classic", Options{Capacity: n, ErrorRate: p})).on(t))
+	partitioned := created(t, must(NewCounting(rdb, "fpr-partitioned", Options{Capacity: n, ErrorRate: p, Partitions: 7})).on(t))
 	for _, f := range []Filter{counting, classic, partitioned} {
 		if _, err := f.AddMany(ctx, added); err != nil {
 			t.Fatal(err)
@@ -128,7 +128,7 @@ func TestFalsePositiveRate(t *testing.T) {
 		p     float64
 		parts int
 	}{{0.03, 1}, {0.01, 1}, {0.01, 3}, {0.001, 1}} {
-		c := must(NewCuckoo(rdb, fmt.Sprint("fpr-cuckoo-", tc.p, "-", tc.parts), Options{Capacity: n, ErrorRate: tc.p, Partitions: tc.parts})).on(t)
+		c := created(t, must(NewCuckoo(rdb, fmt.Sprint("fpr-cuckoo-", tc.p, "-", tc.parts), Options{Capacity: n, ErrorRate: tc.p, Partitions: tc.parts})).on(t))
 		must(c.AddMany(ctx, added)).on(t)
 		in := must(c.Info(ctx)).on(t)
 		want := CuckooFalsePositiveRate(in.Load, c.f.h.k)

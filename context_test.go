@@ -31,7 +31,7 @@ func TestCancelledContext(t *testing.T) {
 			"Create":     func() error { return c.Create(done) },
 			"Info":       func() error { _, err := c.Info(done); return err },
 			"Drop":       func() error { return c.Drop(done) },
-			"Open":       func() error { _, err := Open(done, rdb, "cancelled"); return err },
+			"Open":       func() error { _, err := Open(done, rdb, "cancelled", Options{}); return err },
 		}
 		for name, call := range calls {
 			if err := call(); !errors.Is(err, context.Canceled) {
@@ -51,7 +51,7 @@ func TestCancelledContext(t *testing.T) {
 func TestDeadlineMidBatch(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	c := must(NewCounting(rdb, "deadline", Options{Slots: 4_000_000, Hashes: 3, Partitions: 3})).on(t)
+	c := created(t, must(NewCounting(rdb, "deadline", Options{Slots: 4_000_000, Hashes: 3, Partitions: 3})).on(t))
 	items := make([]string, 300_000)
 	for i := range items {
 		items[i] = fmt.Sprint("item-", i)

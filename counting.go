@@ -20,9 +20,18 @@
 //
 // A filter is one or more Redis strings, its partitions, each a 64-byte
 // header holding the parameters, then the slots; an item lives in one
-// partition. The first write creates the filter; reading a filter that does
-// not exist reads an empty filter (unless Options.MustExist is set). Values of *Counting and *Classic hold no
-// state of their own and are safe for concurrent use by multiple goroutines.
+// partition.
+//
+// A filter exists only on purpose: Create makes it empty, for a source of
+// truth that is empty now, and Rebuild of a missing filter loads it from
+// its source (readers get ErrLoading until the load is done). A filter
+// that does not exist, because it was never made or because Redis lost
+// it, fails every call with ErrNotFound, so that a lost filter never
+// passes for an empty one; Options.Source makes a handle load it again by
+// itself, and Options.CreateOnWrite lets writes create it (for filters
+// whose content comes only through writes). Values of *Counting, *Classic
+// and *Cuckoo hold no state of their own and are safe for concurrent use
+// by multiple goroutines.
 package rbloom
 
 import (
@@ -38,8 +47,8 @@ var _ Filter = (*Counting)(nil)
 
 // NewCounting returns the counting filter called name, sized by o, in the
 // Redis that rdb (a *redis.Client or *redis.ClusterClient) reaches. It
-// validates its arguments and does not contact Redis: the first write
-// creates the filter, and a write to an existing filter of other parameters
+// validates its arguments and does not contact Redis: Create or Rebuild
+// makes the filter, and a call on an existing filter of other parameters
 // fails with ErrParamsMismatch. Names may not contain braces or control
 // characters, nor end in "/" and a number: the filter's keys are
 // "rbloom:{name}" and, with several partitions, "rbloom:{name/j}" (see
@@ -55,11 +64,12 @@ func NewCounting(rdb Client, name string, o Options) (*Counting, error) {
 // RemoveMany removes items in order, each if it may be present, and
 // reports for each whether it did; it changes nothing for an item that is
 // definitely absent. Each item sees the counters as the ones before it
-// left them, and is removed atomically; on error, some items may have
-// been removed. A saturated counter (15) is left as it is. Remove only
+// left them, and is removed atomically; an error after the first call
+// was sent is a *BatchError, which says which items were removed. A
+// saturated counter (15) is left as it is. Remove only
 // items that were added: see the package documentation.
 func (c *Counting) RemoveMany(ctx context.Context, items []string) ([]bool, error) {
-	return c.f.remove(ctx, items)
+	return followWrite(ctx, &c.base, items, func(f *filter, items []string) ([]bool, error) { return f.remove(ctx, items) })
 }
 
 // Remove is RemoveMany of one item.
@@ -74,7 +84,8 @@ func (c *Counting) Remove(ctx context.Context, item string) (bool, error) {
 // nothing was removed. Used again for other items, it fails with
 // ErrOpIDReused.
 func (c *Counting) RemoveManyOnce(ctx context.Context, items []string, opID string) ([]bool, error) {
-	return c.f.writeOnce(ctx, c.f.removeOp(), items, opID)
+	f := c.f.current()
+	return f.writeOnce(ctx, f.removeOp(), items, opID)
 }
 
 // RemoveOnce is RemoveManyOnce of one item.
@@ -86,7 +97,7 @@ func (c *Counting) RemoveOnce(ctx context.Context, item, opID string) (bool, err
 // 15: an upper bound on how many times it was added and not removed (15
 // means 15 or more, or unknown).
 func (c *Counting) CountMany(ctx context.Context, items []string) ([]int, error) {
-	return c.f.count(ctx, items)
+	return followRead(ctx, &c.base, func(f *filter) ([]int, error) { return f.count(ctx, items) })
 }
 
 // Count is CountMany of one item.

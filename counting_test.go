@@ -17,7 +17,7 @@ var ctx = context.Background()
 
 func TestCountingBasics(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "users", Options{Capacity: 1000})
+		c := created(t, newCounting(t, rdb, "users", Options{Capacity: 1000}))
 		steps := []struct {
 			op   string // add, test, remove, count
 			item string
@@ -66,7 +66,7 @@ func TestCountingBasics(t *testing.T) {
 
 func TestBatches(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "batch", Options{Capacity: 10_000})
+		c := created(t, newCounting(t, rdb, "batch", Options{Capacity: 10_000}))
 		// More items than one script call takes, with repeats.
 		items := make([]string, 700)
 		for i := range items {
@@ -119,7 +119,7 @@ func TestBatches(t *testing.T) {
 // false.
 func TestSticky(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "sticky", Options{Slots: 1, Hashes: 1})
+		c := created(t, newCounting(t, rdb, "sticky", Options{Slots: 1, Hashes: 1}))
 		for i := range 16 {
 			must(c.Add(ctx, fmt.Sprint("x", i))).on(t)
 		}
@@ -135,7 +135,7 @@ func TestSticky(t *testing.T) {
 			t.Errorf("Count after removing all = %d, want 15 (sticky)", n)
 		}
 		// Below 15, counters go down and up exactly.
-		d := newCounting(t, rdb, "exact", Options{Slots: 1, Hashes: 1})
+		d := created(t, newCounting(t, rdb, "exact", Options{Slots: 1, Hashes: 1}))
 		must(d.AddMany(ctx, []string{"a", "b", "c"})).on(t)
 		must(d.RemoveMany(ctx, []string{"a", "b"})).on(t)
 		if n := must(d.Count(ctx, "c")).on(t); n != 1 {
@@ -144,11 +144,42 @@ func TestSticky(t *testing.T) {
 	})
 }
 
-// TestNothingCreated checks that reads and removes of a filter that does not
-// exist answer "absent" without creating a key: BITFIELD would create one.
+// TestNothingCreated checks that no call but Create and Rebuild creates a
+// key of a filter that does not exist: by default every read and write
+// fails with ErrNotFound; with CreateOnWrite, reads and removes answer
+// "absent" without creating a key (BITFIELD would create one).
 func TestNothingCreated(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "ghost", Options{Capacity: 100})
+		strict := newCounting(t, rdb, "missing", Options{Capacity: 100})
+		calls := map[string]func() error{
+			"Test":       func() error { _, err := strict.Test(ctx, "a"); return err },
+			"TestMany":   func() error { _, err := strict.TestMany(ctx, []string{"a", "b"}); return err },
+			"Count":      func() error { _, err := strict.Count(ctx, "a"); return err },
+			"Add":        func() error { _, err := strict.Add(ctx, "a"); return err },
+			"AddMany":    func() error { _, err := strict.AddMany(ctx, []string{"a", "b"}); return err },
+			"AddOnce":    func() error { _, err := strict.AddOnce(ctx, "a", "id-1"); return err },
+			"TestOrAdd":  func() error { _, err := strict.TestOrAdd(ctx, "a"); return err },
+			"Remove":     func() error { _, err := strict.Remove(ctx, "a"); return err },
+			"RemoveMany": func() error { _, err := strict.RemoveMany(ctx, []string{"a", "b"}); return err },
+			"RemoveOnce": func() error { _, err := strict.RemoveOnce(ctx, "a", "id-2"); return err },
+			"Resize": func() error {
+				_, err := strict.Resize(ctx, Options{Capacity: 200}, func(func([]string) error) error { return nil })
+				return err
+			},
+		}
+		for _, name := range sortedKeys(calls) {
+			if err := calls[name](); !errors.Is(err, ErrNotFound) {
+				t.Errorf("%s on a missing filter: %v, want ErrNotFound", name, err)
+			}
+		}
+		if in := must(strict.Info(ctx)).on(t); in.Exists || in.Items != 0 {
+			t.Errorf("Info on a missing filter = %+v", in)
+		}
+		if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 0 {
+			t.Errorf("keys after calls refused with ErrNotFound: %v, want none", keys)
+		}
+
+		c := newCounting(t, rdb, "ghost", Options{Capacity: 100, CreateOnWrite: true})
 		if ok := must(c.Test(ctx, "a")).on(t); ok {
 			t.Error("Test on a missing filter = true")
 		}
@@ -173,8 +204,8 @@ func TestNothingCreated(t *testing.T) {
 // Redis may change.
 func TestRefused(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		must(newCounting(t, rdb, "small", Options{Capacity: 100}).Add(ctx, "a")).on(t)
-		must(newClassicT(t, rdb, "bits", Options{Capacity: 100}).Add(ctx, "a")).on(t)
+		must(created(t, newCounting(t, rdb, "small", Options{Capacity: 100})).Add(ctx, "a")).on(t)
+		must(created(t, newClassicT(t, rdb, "bits", Options{Capacity: 100})).Add(ctx, "a")).on(t)
 		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "plain"), "hello", 0)
 		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "empty"), "", 0)
 		rdb.HSet(ctx, keyOf(DefaultKeyPrefix, "hash"), "f", "v")
@@ -247,9 +278,27 @@ func TestCreate(t *testing.T) {
 	})
 }
 
+// TestTTL: the TTL is given when the filter is made (by Create, or with
+// CreateOnWrite by the first write), and later writes do not extend it.
 func TestTTL(t *testing.T) {
+	for _, onWrite := range []bool{false, true} {
+		t.Run(fmt.Sprint("CreateOnWrite=", onWrite), func(t *testing.T) { testTTL(t, onWrite) })
+	}
+}
+
+func testTTL(t *testing.T, onWrite bool) {
+	// made returns a handle of the filter, made by Create, or left to its
+	// first write with CreateOnWrite.
+	made := func(t *testing.T, rdb *redis.Client, name string, o Options) *Counting {
+		o.CreateOnWrite = onWrite
+		c := newCounting(t, rdb, name, o)
+		if !onWrite {
+			created(t, c)
+		}
+		return c
+	}
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "ttl", Options{Capacity: 100, TTL: time.Hour})
+		c := made(t, rdb, "ttl", Options{Capacity: 100, TTL: time.Hour})
 		must(c.Add(ctx, "a")).on(t)
 		rdb.PExpire(ctx, c.f.parts[0].key, time.Minute) // later writes must not extend it
 		must(c.Add(ctx, "b")).on(t)
@@ -261,14 +310,14 @@ func TestTTL(t *testing.T) {
 			t.Errorf("Info.TTL = %v", in.TTL)
 		}
 		// Every partition gets the TTL: they are created together.
-		e := newCounting(t, rdb, "parts", Options{Capacity: 100, Partitions: 3, TTL: time.Hour})
+		e := made(t, rdb, "parts", Options{Capacity: 100, Partitions: 3, TTL: time.Hour})
 		must(e.Add(ctx, "a")).on(t)
 		for _, p := range e.f.parts {
 			if ttl := rdb.PTTL(ctx, p.key).Val(); ttl <= 59*time.Minute {
 				t.Errorf("PTTL %s = %v, want about 1h", p.key, ttl)
 			}
 		}
-		d := newCounting(t, rdb, "forever", Options{Capacity: 100})
+		d := made(t, rdb, "forever", Options{Capacity: 100})
 		must(d.Add(ctx, "a")).on(t)
 		if ttl := rdb.PTTL(ctx, d.f.parts[0].key).Val(); ttl != -1 {
 			t.Errorf("PTTL without TTL = %v, want -1 (none)", ttl)
@@ -280,7 +329,7 @@ func TestTTL(t *testing.T) {
 // (restart, failover, SCRIPT FLUSH), in single calls and in pipelines.
 func TestScriptFlush(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "flush", Options{Capacity: 10_000})
+	c := created(t, newCounting(t, rdb, "flush", Options{Capacity: 10_000}))
 	items := make([]string, 1000)
 	for i := range items {
 		items[i] = fmt.Sprint(i)
@@ -306,7 +355,7 @@ func TestScriptFlush(t *testing.T) {
 // event reaches two consumers at the same time.
 func TestOnce(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "stream", Options{Capacity: 1000, Partitions: 2})
+		c := created(t, newCounting(t, rdb, "stream", Options{Capacity: 1000, Partitions: 2}))
 		for range 3 {
 			if existed := must(c.AddOnce(ctx, "order:1", "topic-0-offset-17")).on(t); existed {
 				t.Fatal("AddOnce answered existed for the first add")
@@ -348,7 +397,7 @@ func TestOnce(t *testing.T) {
 // its share fails with ErrFull and adds nothing; removes make room again.
 func TestMaxItems(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "bounded", Options{Capacity: 1000, MaxItems: 3})
+		c := created(t, newCounting(t, rdb, "bounded", Options{Capacity: 1000, MaxItems: 3}))
 		must(c.AddMany(ctx, []string{"a", "b"})).on(t)
 		before := dump(t, rdb)
 		if _, err := c.AddMany(ctx, []string{"c", "d"}); !errors.Is(err, ErrFull) {
@@ -373,7 +422,7 @@ func TestMaxItems(t *testing.T) {
 
 		// With P partitions, each holds its share: 10 items over 2
 		// partitions, at most 5 each.
-		p := newCounting(t, rdb, "bounded-parts", Options{Capacity: 1000, Partitions: 2, MaxItems: 10})
+		p := created(t, newCounting(t, rdb, "bounded-parts", Options{Capacity: 1000, Partitions: 2, MaxItems: 10}))
 		added := 0
 		for i := range 40 {
 			_, err := p.Add(ctx, fmt.Sprint("i", i))

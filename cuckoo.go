@@ -127,7 +127,7 @@ func OpenCuckoo(ctx context.Context, rdb Client, name string, o Options) (*Cucko
 // error, some items may have been removed. Remove only items that were
 // added: see Cuckoo.
 func (c *Cuckoo) RemoveMany(ctx context.Context, items []string) ([]bool, error) {
-	return c.f.remove(ctx, items)
+	return followWrite(ctx, &c.base, items, func(f *filter, items []string) ([]bool, error) { return f.remove(ctx, items) })
 }
 
 // Remove is RemoveMany of one item.
@@ -138,7 +138,8 @@ func (c *Cuckoo) Remove(ctx context.Context, item string) (bool, error) {
 // RemoveManyOnce is RemoveMany, applied at most once per opID, as
 // Counting.RemoveManyOnce is.
 func (c *Cuckoo) RemoveManyOnce(ctx context.Context, items []string, opID string) ([]bool, error) {
-	return c.f.writeOnce(ctx, c.f.removeOp(), items, opID)
+	f := c.f.current()
+	return f.writeOnce(ctx, f.removeOp(), items, opID)
 }
 
 // RemoveOnce is RemoveManyOnce of one item.
@@ -151,7 +152,7 @@ func (c *Cuckoo) RemoveOnce(ctx context.Context, item, opID string) (bool, error
 // it was added and not removed (other items may share the fingerprint). An
 // item in a partition that vanished reads 15: unknown.
 func (c *Cuckoo) CountMany(ctx context.Context, items []string) ([]int, error) {
-	return c.f.count(ctx, items)
+	return followRead(ctx, &c.base, func(f *filter) ([]int, error) { return f.count(ctx, items) })
 }
 
 // Count is CountMany of one item.

@@ -41,6 +41,7 @@ func newCuckooMachine(t *rapid.T, rdb redis.UniversalClient) *cuckooMachine {
 	if err != nil {
 		t.Fatal(err)
 	}
+	created(t, c)
 	universe := make([]string, rapid.IntRange(1, int(8*m)+4).Draw(t, "universe"))
 	for i := range universe {
 		universe[i] = fmt.Sprint("item-", i)

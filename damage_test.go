@@ -18,7 +18,7 @@ import (
 func TestVanishedPartition(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		for _, how := range []string{"DEL", "PEXPIRE"} {
-			c := newCounting(t, rdb, "hurt-"+how, Options{Capacity: 3000, Partitions: 3})
+			c := created(t, newCounting(t, rdb, "hurt-"+how, Options{Capacity: 3000, Partitions: 3}))
 			items := make([]string, 300)
 			for i := range items {
 				items[i] = fmt.Sprint("item-", i)
@@ -63,10 +63,15 @@ func TestVanishedPartition(t *testing.T) {
 			if in := must(c.Info(ctx)).on(t); !in.Damaged {
 				t.Errorf("%s: Info.Damaged = false", how)
 			}
-			// Dropping and writing again makes a whole new filter.
+			// Dropping and making it again makes a whole new filter; a
+			// write alone does not make it.
 			if err := c.Drop(ctx); err != nil {
 				t.Fatal(err)
 			}
+			if _, err := c.Add(ctx, inLost[0]); !errors.Is(err, ErrNotFound) {
+				t.Errorf("%s: Add after Drop: %v, want ErrNotFound", how, err)
+			}
+			created(t, c)
 			if existed := must(c.Add(ctx, inLost[0])).on(t); existed {
 				t.Errorf("%s: first Add after Drop = existed", how)
 			}
@@ -77,12 +82,12 @@ func TestVanishedPartition(t *testing.T) {
 	})
 }
 
-// TestMustExist checks that with MustExist a filter Redis lost whole is an
-// error, not an empty filter.
-func TestMustExist(t *testing.T) {
+// TestMissingIsNotFound checks that a filter Redis lost whole is an
+// error, not an empty filter, by default.
+func TestMissingIsNotFound(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		for _, parts := range []int{1, 3} {
-			c := newCounting(t, rdb, fmt.Sprint("guard-", parts), Options{Capacity: 1000, Partitions: parts, MustExist: true})
+			c := newCounting(t, rdb, fmt.Sprint("guard-", parts), Options{Capacity: 1000, Partitions: parts})
 			if _, err := c.Test(ctx, "a"); !errors.Is(err, ErrNotFound) {
 				t.Errorf("P=%d: Test before Create: %v, want ErrNotFound", parts, err)
 			}
@@ -136,7 +141,7 @@ var damages = []struct {
 		rdb.Set(ctx, f.parts[p].key, rdb.Get(ctx, f.parts[(p+1)%len(f.parts)].key).Val(), redis.KeepTTL)
 	}},
 	{"another filter's partition", false, func(t *testing.T, rdb *redis.Client, f *filter, p int) {
-		other := must(NewCounting(rdb, "other", Options{Capacity: 500, Partitions: len(f.parts)})).on(t)
+		other := created(t, must(NewCounting(rdb, "other", Options{Capacity: 500, Partitions: len(f.parts)})).on(t))
 		must(other.Add(ctx, "x")).on(t)
 		rdb.Set(ctx, f.parts[p].key, rdb.Get(ctx, other.f.parts[p].key).Val(), redis.KeepTTL)
 		other.Drop(ctx)
@@ -172,6 +177,7 @@ func damageMatrix(t *testing.T, rdb *redis.Client, c deletable) {
 				where += " (the root)"
 			}
 			c.Drop(ctx)
+			created(t, c)
 			items := heldItems(t, c, 300)
 			dmg.do(t, rdb, c.core(), p)
 			damagedReads(t, where, c, items, dmg.vanish)
@@ -179,7 +185,7 @@ func damageMatrix(t *testing.T, rdb *redis.Client, c deletable) {
 			// Open needs the root: without it, only ErrDamaged will do.
 			// A key that holds something else may make it fail, never
 			// with ErrNotFound; a handle it returns must read as safely.
-			o, err := Open(ctx, rdb, "matrix")
+			o, err := Open(ctx, rdb, "matrix", Options{})
 			switch {
 			case p == root && dmg.vanish && !errors.Is(err, ErrDamaged):
 				t.Errorf("%s: Open = %v, want ErrDamaged", where, err)
@@ -259,7 +265,7 @@ func damagedReads(t *testing.T, where string, c deletable, items []string, vanis
 // lost partition must fail and change nothing, and Info must say damaged.
 func TestEvictedPartition(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "evicted", Options{Capacity: 20000, Partitions: 3})
+	c := created(t, newCounting(t, rdb, "evicted", Options{Capacity: 20000, Partitions: 3}))
 	items := heldItems(t, c, 2000)
 	used := serverStat(t, rdb, "memory", "used_memory")
 	rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-random")
@@ -283,7 +289,10 @@ func TestEvictedPartition(t *testing.T) {
 		survivors += int(rdb.Exists(ctx, part.key).Val())
 	}
 	if survivors == 0 {
-		t.Skip("every partition was evicted at once: the filter reads as absent, rightly")
+		if _, err := c.TestMany(ctx, items); !errors.Is(err, ErrNotFound) {
+			t.Errorf("every partition evicted: TestMany = %v, want ErrNotFound", err)
+		}
+		t.Skip("every partition was evicted at once: the filter is missing (ErrNotFound), rightly")
 	}
 	t.Logf("partition %d evicted first; %d of 3 left", lost, survivors)
 	damagedReads(t, "evicted", c, items, true)

@@ -18,7 +18,7 @@ func TestRestartKeepsAcknowledgedWrites(t *testing.T) {
 	srv := rbloomtest.StartServer(t, "--appendonly", "yes", "--appendfsync", "always")
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
-	c := must(NewCounting(rdb, "durable", Options{Capacity: 50_000, Partitions: 2})).on(t)
+	c := created(t, must(NewCounting(rdb, "durable", Options{Capacity: 50_000, Partitions: 2})).on(t))
 
 	var acked []string
 	done := make(chan struct{})

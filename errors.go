@@ -24,9 +24,22 @@ var (
 	// written by someone else, a corrupted header. The key is left untouched.
 	ErrNotFilter = newKind("key does not hold an rbloom filter")
 
-	// ErrNotFound is returned by Open when no filter has that name, and by
-	// reads and removes with Options.MustExist.
+	// ErrNotFound is returned by every method but Create, Rebuild, Drop
+	// and Info (whose Exists is then false) when the filter does not exist: it was never made, or Redis
+	// lost it (a restart without persistence, a flush, eviction). Nothing
+	// was written. The filter may have held items: ask the source of
+	// truth, and load the filter from it with Rebuild (or Options.Source).
+	// A handle with Options.CreateOnWrite never gets it from a write.
 	ErrNotFound = newKind("filter not found")
+
+	// ErrLoading is returned by reads, and by TestOrAdd, while the filter
+	// is being loaded from its source (the first fill of a Rebuild that
+	// found it missing, or the restore of a lost one): its slots do not
+	// hold every item yet, so it cannot answer "absent". Ask the source
+	// of truth. Adds and removes made meanwhile are applied, as during a
+	// rebuild. A load whose process died leaves the filter loading until
+	// the next Rebuild; Info.Loading says so.
+	ErrLoading = newKind("filter is being loaded")
 
 	// ErrDamaged is returned when a filter's keys are not as rbloom left
 	// them: a partition missing while others exist (evicted, deleted,
@@ -89,6 +102,7 @@ var scriptErrors = map[string]error{
 	"RBLOOM_DAMAGED":    ErrDamaged,
 	"RBLOOM_OPID":       ErrOpIDReused,
 	"RBLOOM_FULL":       ErrFull,
+	"RBLOOM_LOADING":    ErrLoading,
 	"RBLOOM_REBUILDING": ErrRebuilding,
 	"RBLOOM_LOST":       ErrRebuildLost,
 	"RBLOOM_ARGS":       newKind("script rejected its arguments"),
@@ -131,10 +145,7 @@ type opError struct {
 }
 
 func (e *opError) Error() string {
-	if k, ok := e.err.(*kind); ok {
-		return "rbloom: " + e.op + ": " + k.text
-	}
-	return "rbloom: " + e.op + ": " + e.err.Error()
+	return "rbloom: " + e.op + ": " + errText(e.err)
 }
 
 func (e *opError) Unwrap() error { return e.err }
@@ -145,6 +156,9 @@ func (e *opError) Unwrap() error { return e.err }
 func callError(op string, err error) error {
 	if _, ok := err.(*opError); ok || err == nil {
 		return err
+	}
+	if _, ok := err.(*BatchError); ok {
+		return &opError{op: op, err: err}
 	}
 	return &opError{op: op, err: scriptError(err)}
 }

@@ -57,7 +57,7 @@ func allCalls(rdb redis.UniversalClient, c *Counting) map[string]func(context.Co
 		"Count":      func(ctx context.Context) error { _, err := c.Count(ctx, "a"); return err },
 		"Create":     func(ctx context.Context) error { return c.Create(ctx) },
 		"Info":       func(ctx context.Context) error { _, err := c.Info(ctx); return err },
-		"Open":       func(ctx context.Context) error { _, err := Open(ctx, rdb, c.Name()); return err },
+		"Open":       func(ctx context.Context) error { _, err := Open(ctx, rdb, c.Name(), Options{}); return err },
 	}
 }
 
@@ -85,12 +85,12 @@ func TestErrorPrefixes(t *testing.T) {
 		for _, name := range []string{"", "{x}", "a}", "a\nb", "a\x00b", "\x7f", strings.Repeat("n", 257)} {
 			_, err := NewCounting(rdb, name, Options{Capacity: 10})
 			checkPrefix(t, "NewCounting(name)", err)
-			_, err = Open(ctx, rdb, name)
+			_, err = Open(ctx, rdb, name, Options{})
 			checkPrefix(t, "Open(name)", err)
 		}
 		_, err := NewCounting(nil, "x", Options{Capacity: 10})
 		checkPrefix(t, "NewCounting(nil)", err)
-		_, err = Open(ctx, nil, "x")
+		_, err = Open(ctx, nil, "x", Options{})
 		checkPrefix(t, "Open(nil)", err)
 		c := newCounting(t, rdb, "x", Options{Capacity: 10})
 		for _, id := range []string{"", strings.Repeat("i", 257)} {
@@ -102,12 +102,12 @@ func TestErrorPrefixes(t *testing.T) {
 	})
 
 	t.Run("stored state", func(t *testing.T) {
-		must(newCounting(t, rdb, "stored", Options{Capacity: 100, Partitions: 2}).Add(ctx, "a")).on(t)
-		must(newClassicT(t, rdb, "bits", Options{Capacity: 100}).Add(ctx, "a")).on(t)
+		must(created(t, newCounting(t, rdb, "stored", Options{Capacity: 100, Partitions: 2})).Add(ctx, "a")).on(t)
+		must(created(t, newClassicT(t, rdb, "bits", Options{Capacity: 100})).Add(ctx, "a")).on(t)
 		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "plain"), "hello", 0)
 		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "empty"), "", 0)
 		rdb.RPush(ctx, keyOf(DefaultKeyPrefix, "list"), "x")
-		long := newCounting(t, rdb, "long", Options{Capacity: 100})
+		long := created(t, newCounting(t, rdb, "long", Options{Capacity: 100}))
 		must(long.Add(ctx, "a")).on(t)
 		rdb.Append(ctx, long.f.parts[0].key, "\x00")
 		for _, tt := range []struct {
@@ -132,7 +132,7 @@ func TestErrorPrefixes(t *testing.T) {
 				checkPrefix(t, op+" on "+tt.name, err)
 			}
 		}
-		_, err := Open(ctx, rdb, "missing")
+		_, err := Open(ctx, rdb, "missing", Options{})
 		checkPrefix(t, "Open(missing)", err)
 	})
 
@@ -169,7 +169,7 @@ func TestErrorPrefixes(t *testing.T) {
 	t.Run("script cache flushed", func(t *testing.T) {
 		// NOSCRIPT is handled inside: after SCRIPT FLUSH, a batch of many
 		// pipelined calls (each answered NOSCRIPT) succeeds.
-		c := newCounting(t, rdb, "flushed", Options{Capacity: 100_000})
+		c := created(t, newCounting(t, rdb, "flushed", Options{Capacity: 100_000}))
 		items := make([]string, 20_000)
 		for i := range items {
 			items[i] = "item-" + strconv.Itoa(i)
@@ -192,7 +192,7 @@ func TestErrorPrefixes(t *testing.T) {
 		// MaxRetries -1: go-redis would retry READONLY three times, slowly.
 		replica := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t, "--replicaof", "127.0.0.1", port), MaxRetries: -1})
 		defer replica.Close()
-		must(newCounting(t, rdb, "replicated", Options{Capacity: 100}).Add(ctx, "a")).on(t)
+		must(created(t, newCounting(t, rdb, "replicated", Options{Capacity: 100})).Add(ctx, "a")).on(t)
 		waitFor(t, "the replica to hold the filter", func() bool { return replica.Exists(ctx, keyOf(DefaultKeyPrefix, "replicated")).Val() == 1 })
 		c := newCounting(t, replica, "replicated", Options{Capacity: 100})
 		calls := allCalls(replica, c)
@@ -268,7 +268,7 @@ func TestErrorPrefixes(t *testing.T) {
 // tonumber reads but BITFIELD does not, which start with "ERR".
 func TestScriptErrorCodes(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "codes", Options{Slots: 100, Hashes: 2})
+	c := created(t, newCounting(t, rdb, "codes", Options{Slots: 100, Hashes: 2}))
 	must(c.Add(ctx, "a")).on(t)
 	rdb.Set(ctx, keyOf(DefaultKeyPrefix, "plain"), "hello", 0)
 	rdb.RPush(ctx, keyOf(DefaultKeyPrefix, "list"), "x")
@@ -366,9 +366,9 @@ func TestScriptErrorCodes(t *testing.T) {
 // "rbloom: <op>: <kind>: <detail>".
 func TestErrorStyle(t *testing.T) {
 	rdb := realRedis(t)
-	must(newCounting(t, rdb, "stored", Options{Capacity: 100}).Add(ctx, "a")).on(t)
+	must(created(t, newCounting(t, rdb, "stored", Options{Capacity: 100})).Add(ctx, "a")).on(t)
 	rdb.RPush(ctx, keyOf(DefaultKeyPrefix, "list"), "x")
-	long := newCounting(t, rdb, "long", Options{Capacity: 100})
+	long := created(t, newCounting(t, rdb, "long", Options{Capacity: 100}))
 	must(long.Add(ctx, "a")).on(t)
 	rdb.Append(ctx, long.f.parts[0].key, "\x00")
 	for _, tt := range []struct {
@@ -379,7 +379,7 @@ func TestErrorStyle(t *testing.T) {
 		{"stored", Options{Capacity: 200}, `filter parameters differ from the stored ones: rbloom:\{stored\} is counting m=959 k=7 ids=3600s partition 0 of 1, caller wants counting m=1918 k=7 ids=3600s partition 0 of 1$`},
 		{"list", Options{Capacity: 100}, `key does not hold an rbloom filter: rbloom:\{list\} holds another type$`},
 		{"long", Options{Capacity: 100}, `filter damaged: rbloom:\{long\} is 545 bytes long, want 544$`},
-		{"missing", Options{Capacity: 100, MustExist: true}, `filter not found: missing$`},
+		{"missing", Options{Capacity: 100}, `filter not found: missing: no partition exists \(rbloom:\{missing\} read\): it was never made, or Redis lost it; make it with Create \(for an empty source\) or load it from its source with Rebuild$`},
 	} {
 		c := newCounting(t, rdb, tt.name, tt.o)
 		for op, call := range map[string]func() error{
@@ -388,9 +388,6 @@ func TestErrorStyle(t *testing.T) {
 			"add":    func() error { _, err := c.Add(ctx, "a"); return err },
 			"count":  func() error { _, err := c.Count(ctx, "a"); return err },
 		} {
-			if tt.name == "missing" && op == "add" {
-				continue // an add creates the filter
-			}
 			err := call()
 			re := regexp.MustCompile("^rbloom: " + op + ": " + tt.want)
 			if err == nil || !re.MatchString(err.Error()) {

@@ -35,6 +35,12 @@ func ExampleNewCounting() {
 	if err != nil {
 		panic(err)
 	}
+	// A filter exists only on purpose: Create makes it, empty, for a
+	// source of truth that is empty now (Rebuild loads it from one that
+	// is not). Until then every call fails with ErrNotFound.
+	if err := users.Create(ctx); err != nil {
+		panic(err)
+	}
 	existed, _ := users.Add(ctx, "user:42")
 	fmt.Println("user:42 was there before:", existed)
 	ok, _ := users.Test(ctx, "user:42")
@@ -56,6 +62,9 @@ func ExampleNewCuckoo() {
 	// capacity: past it, adds fail with ErrFull and change nothing.
 	sessions, err := rbloom.NewCuckoo(rdb, "sessions", rbloom.Options{Capacity: 1_000_000, ErrorRate: 0.01})
 	if err != nil {
+		panic(err)
+	}
+	if err := sessions.Create(ctx); err != nil {
 		panic(err)
 	}
 	seen, _ := sessions.TestOrAdd(ctx, "s:1") // adds it: no copy if it was there
@@ -82,6 +91,7 @@ func ExampleCounting_Remove() {
 	ctx := context.Background()
 
 	rows, _ := rbloom.NewCounting(rdb, "rows", rbloom.Options{Capacity: 10_000})
+	rows.Create(ctx)
 	rows.AddMany(ctx, []string{"row:1", "row:2", "row:2"})
 
 	// The row is deleted from the database: forget it.
@@ -110,10 +120,11 @@ func ExampleOpen() {
 	ctx := context.Background()
 
 	seen, _ := rbloom.NewClassic(rdb, "seen", rbloom.Options{Capacity: 100_000, ErrorRate: 0.01})
+	seen.Create(ctx)
 	seen.Add(ctx, "event:1")
 
 	// Another process needs only the name.
-	f, err := rbloom.Open(ctx, rdb, "seen")
+	f, err := rbloom.Open(ctx, rdb, "seen", rbloom.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -129,6 +140,7 @@ func ExampleCounting_TestOrAdd() {
 	ctx := context.Background()
 
 	seen, _ := rbloom.NewCounting(rdb, "clicks", rbloom.Options{Capacity: 10_000})
+	seen.Create(ctx)
 	for _, click := range []string{"c1", "c2", "c1"} {
 		dup, _ := seen.TestOrAdd(ctx, click)
 		fmt.Println(click, "duplicate:", dup)
@@ -149,6 +161,7 @@ func ExampleCounting_AddOnce() {
 	ctx := context.Background()
 
 	rows, _ := rbloom.NewCounting(rdb, "rows", rbloom.Options{Capacity: 10_000})
+	rows.Create(ctx)
 	// Events from a stream delivered at least once carry an id (topic,
 	// partition, offset): the second delivery of an event changes nothing.
 	rows.AddOnce(ctx, "row:7", "orders/0/100")
@@ -171,6 +184,7 @@ func ExampleCounting_AddManyOnce() {
 	ctx := context.Background()
 
 	seen, _ := rbloom.NewCounting(rdb, "seen", rbloom.Options{Capacity: 10_000})
+	seen.Create(ctx)
 	batch := []string{"a", "b", "a"}
 	first, _ := seen.AddManyOnce(ctx, batch, "batch-1")
 	// A consumer that crashed before committing its offset replays the
@@ -190,6 +204,7 @@ func ExampleCounting_Rebuild() {
 	ctx := context.Background()
 
 	rows, _ := rbloom.NewCounting(rdb, "rows", rbloom.Options{Capacity: 10_000})
+	rows.Create(ctx)
 	rows.AddMany(ctx, []string{"row:1", "row:2", "row:3"})
 	// row:3 was deleted from the table, but a crash lost its Remove: a
 	// ghost. Rebuild from the table (in an application, one snapshot of

@@ -13,9 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Filter is every method that counting and classic filters share,
-// documented on Counting (and Classic). *Counting and *Classic implement
-// it; Open returns one of them.
+// Filter is every method of a filter, documented on Counting. *Counting,
+// *Cuckoo and *Classic implement it, and Open returns one of them. A
+// classic filter cannot remove: its Remove methods fail with an error
+// wrapping errors.ErrUnsupported and write nothing; its Count is 1 for
+// an item whose k bits are all set, else 0.
 type Filter interface {
 	Add(ctx context.Context, item string) (bool, error)
 	AddMany(ctx context.Context, items []string) ([]bool, error)
@@ -25,6 +27,12 @@ type Filter interface {
 	TestOrAddMany(ctx context.Context, items []string) ([]bool, error)
 	Test(ctx context.Context, item string) (bool, error)
 	TestMany(ctx context.Context, items []string) ([]bool, error)
+	Remove(ctx context.Context, item string) (bool, error)
+	RemoveMany(ctx context.Context, items []string) ([]bool, error)
+	RemoveOnce(ctx context.Context, item, opID string) (bool, error)
+	RemoveManyOnce(ctx context.Context, items []string, opID string) ([]bool, error)
+	Count(ctx context.Context, item string) (int, error)
+	CountMany(ctx context.Context, items []string) ([]int, error)
 	Create(ctx context.Context) error
 	Rebuild(ctx context.Context, fill func(add func(items []string) error) error) error
 	Info(ctx context.Context) (*Info, error)
@@ -68,7 +76,9 @@ type filter struct {
 	idLifetime time.Duration    // how long AddOnce and RemoveOnce remember an id
 	repl       replication      // replicas every write waits for
 	fcall      bool             // writes call the Redis functions (Options.UseFunctions)
-	mustExist  bool             // a missing filter is an error, not empty
+	onWrite    bool             // writes may create a missing filter (Options.CreateOnWrite)
+	loader     *loader          // loads a missing filter from Options.Source; nil without
+	follow     *follower        // the filter a resize switched this one to (follow.go)
 	now        func() time.Time // the clock that picks record buckets (records.go)
 	records    *records         // names this handle's random records
 	retryKeep  time.Duration    // how long a call's random record is kept (retryKeep)
@@ -109,8 +119,12 @@ func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
 		return nil, err
 	}
 	f := &filter{rdb: rdb, name: name, prefix: cmp.Or(o.KeyPrefix, DefaultKeyPrefix), maxItems: o.MaxItems,
-		ttl: o.TTL, ttlMS: strconv.FormatInt(o.TTL.Milliseconds(), 10), mustExist: o.MustExist,
+		ttl: o.TTL, ttlMS: strconv.FormatInt(o.TTL.Milliseconds(), 10), onWrite: o.CreateOnWrite,
 		fcall: o.UseFunctions, now: time.Now, retryKeep: retryKeep(rdb)}
+	f.follow = &follower{}
+	if o.Source != nil {
+		f.loader = &loader{source: o.Source}
+	}
 	if o.WaitReplicas > 0 {
 		f.repl = replication{replicas: o.WaitReplicas, timeout: cmp.Or(o.WaitTimeout, time.Second)}
 	}
@@ -310,14 +324,15 @@ func (f *filter) offsetArgs(args []any, pl placement, at []int) []any {
 }
 
 // drop deletes the filter's keys, a rebuild's copies and leases included,
-// so that a rebuild running meanwhile cannot switch. A dropped filter reads
-// as empty and is created again by the next write, with a new incarnation:
-// the operation records left behind are never replayed on it.
+// so that a rebuild running meanwhile cannot switch. A filter made again
+// after it gets a new incarnation: the operation records left behind are
+// never replayed on it.
 func (f *filter) drop(ctx context.Context) error {
 	pipe := f.rdb.Pipeline() // one DEL per slot: the partitions are in other cluster slots
 	for _, p := range f.parts {
 		pipe.Del(ctx, p.key, copyKey(p.key), leaseKey(p.key))
 	}
+	pipe.Del(ctx, resizedKey(f.prefix, f.name))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
 	}

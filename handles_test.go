@@ -38,7 +38,7 @@ func TestHandleOptions(t *testing.T) {
 		{"MaxItems", base, with(func(o *Options) { o.MaxItems = 50 }), ErrFull},
 		{"UseFunctions", base, with(func(o *Options) { o.UseFunctions = true }), nil},
 		{"WaitReplicas", base, with(func(o *Options) { o.WaitReplicas, o.WaitTimeout = 1, 2*time.Second }), nil},
-		{"MustExist", base, with(func(o *Options) { o.MustExist = true }), nil},
+		{"CreateOnWrite", base, with(func(o *Options) { o.CreateOnWrite = true }), nil},
 		{"IDLifetime", base, with(func(o *Options) { o.IDLifetime = 2 * time.Hour }), ErrParamsMismatch},
 		{"Partitions", base, with(func(o *Options) { o.Partitions = 3 }), ErrParamsMismatch},
 		{"ErrorRate", base, with(func(o *Options) { o.ErrorRate = 0.001 }), ErrParamsMismatch},

@@ -31,7 +31,7 @@ import (
 //	32       8    capacity n the filter was sized for (uint64)
 //	40       8    target error rate p (IEEE 754 float64)
 //	48       1    1 while a rebuild copies the partition, 2 while a resize
-//	              does (rebuild.lua), else 0
+//	              does, 3 while the filter is loaded (rebuild.lua), else 0
 //	49       8    incarnation: random bytes written when the partition is
 //	              created, kept by a rebuild; 0 in partitions of old versions
 //	57       7    zero
@@ -59,6 +59,7 @@ const (
 	markByte     = 48 // the rebuild mark
 	markRebuild  = 1  // a rebuild holds the partition: adds go to its copy too
 	markResize   = 2  // a resize holds it: adds go to the new filter first
+	markLoad     = 3  // the filter is being loaded: reads fail with ErrLoading
 	incByte      = 49 // the incarnation, bytes 49-56
 	incSize      = 8
 	reservedByte = 57 // bytes 57-63 are zero

@@ -245,16 +245,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// deletable is what Counting and Cuckoo share beyond Filter: the tests
-// of removes run on both.
+// deletable is a Counting or a Cuckoo, whose removes the tests run on
+// both, with its core.
 type deletable interface {
 	Filter
-	Remove(ctx context.Context, item string) (bool, error)
-	RemoveMany(ctx context.Context, items []string) ([]bool, error)
-	RemoveOnce(ctx context.Context, item, opID string) (bool, error)
-	RemoveManyOnce(ctx context.Context, items []string, opID string) ([]bool, error)
-	Count(ctx context.Context, item string) (int, error)
-	CountMany(ctx context.Context, items []string) ([]int, error)
 	core() *filter
 }
 
@@ -351,4 +345,20 @@ func redisCPU(t testing.TB, rdb *redis.Client) float64 {
 		}
 	}
 	return total
+}
+
+// created makes c's filter on purpose, empty, as a user does before the
+// first write (a filter exists only once Create or Rebuild made it), and
+// returns c.
+func created[F interface {
+	Create(context.Context) error
+}](t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, c F) F {
+	t.Helper()
+	if err := c.Create(context.Background()); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return c
 }

@@ -16,13 +16,22 @@ import (
 type Info struct {
 	Name string
 	Mode Mode
-	// Exists is false when no partition of the filter has been written yet
-	// (or the filter was dropped); the parameters are then the caller's.
-	Exists    bool
-	Slots     uint64  // m, the number of slots over all partitions
-	Hashes    int     // k, the number of slots per item
-	Capacity  uint64  // n the filter was sized for; 0 when unknown
-	ErrorRate float64 // the false-positive rate targeted at Capacity
+	// Exists is false when no partition of the filter exists: it was never
+	// made, was dropped, or Redis lost it. The parameters are then the
+	// caller's.
+	Exists bool
+	// Loading is true while the filter, or some partition of it, is being
+	// loaded from its source (Rebuild of a missing filter, or of one that
+	// lost partitions): reads of it fail with ErrLoading. With Rebuilding
+	// false, the load died: Rebuild loads it again (a handle with
+	// Options.Source does so by itself on its next call).
+	Loading bool
+	// Rebuilding is true while a rebuild, resize or load holds the filter.
+	Rebuilding bool
+	Slots      uint64  // m, the number of slots over all partitions
+	Hashes     int     // k, the number of slots per item
+	Capacity   uint64  // n the filter was sized for; 0 when unknown
+	ErrorRate  float64 // the false-positive rate targeted at Capacity
 	// IDLifetime is how long operation ids are remembered (stored with
 	// the filter: see Options.IDLifetime).
 	IDLifetime time.Duration
@@ -138,11 +147,12 @@ func (f *filter) evictionPolicy(ctx context.Context) (string, error) {
 
 // PartitionInfo describes one partition of a filter.
 type PartitionInfo struct {
-	Key    string // the Redis key
-	Exists bool
-	Items  int64         // added minus removed in this partition
-	Bytes  int64         // MEMORY USAGE, or the length
-	TTL    time.Duration // 0 when it does not expire
+	Key     string // the Redis key
+	Exists  bool
+	Loading bool          // being loaded: see Info.Loading
+	Items   int64         // added minus removed in this partition
+	Bytes   int64         // MEMORY USAGE, or the length
+	TTL     time.Duration // 0 when it does not expire
 	// NonZero and Saturated count this partition's slots, as Info's do.
 	NonZero, Saturated uint64
 	// Err says why the key is not a sound partition of the filter, when it
@@ -165,10 +175,10 @@ func (f *filter) info(ctx context.Context) (*Info, error) {
 
 func (f *filter) readInfo(ctx context.Context) (*Info, error) {
 	type cmds struct {
-		head         *redis.StringCmd
-		size, exists *redis.IntCmd
-		ttl          *redis.DurationCmd
-		mem          *redis.IntCmd
+		head                *redis.StringCmd
+		size, exists, lease *redis.IntCmd
+		ttl                 *redis.DurationCmd
+		mem                 *redis.IntCmd
 	}
 	pipe := f.rdb.Pipeline()
 	all := make([]cmds, len(f.parts))
@@ -176,6 +186,7 @@ func (f *filter) readInfo(ctx context.Context) (*Info, error) {
 		all[p] = cmds{
 			head: pipe.GetRange(ctx, part.key, 0, headerSize-1), size: pipe.StrLen(ctx, part.key),
 			exists: pipe.Exists(ctx, part.key), ttl: pipe.PTTL(ctx, part.key), mem: pipe.MemoryUsage(ctx, part.key),
+			lease: pipe.Exists(ctx, leaseKey(part.key)),
 		}
 	}
 	// Commands may fail alone: MEMORY USAGE (nil for a missing key, or a
@@ -195,12 +206,13 @@ func (f *filter) readInfo(ctx context.Context) (*Info, error) {
 	var firstErr error
 	sound := 0
 	for p, c := range all {
-		for _, cmd := range []redis.Cmder{c.exists, c.ttl} {
+		for _, cmd := range []redis.Cmder{c.exists, c.ttl, c.lease} {
 			if err := cmd.Err(); err != nil {
 				return nil, err
 			}
 		}
 		pi := PartitionInfo{Key: f.parts[p].key, Exists: c.exists.Val() == 1}
+		in.Rebuilding = in.Rebuilding || c.lease.Val() == 1
 		if pi.Exists {
 			in.Exists = true
 			if c.mem.Err() == nil {
@@ -220,6 +232,8 @@ func (f *filter) readInfo(ctx context.Context) (*Info, error) {
 				h, _ := parseHeader(c.head.Val()) // check has parsed it
 				sound++
 				pi.Items = h.items
+				pi.Loading = c.head.Val()[markByte] == markLoad
+				in.Loading = in.Loading || pi.Loading
 				if c.mem.Err() != nil {
 					pi.Bytes = c.size.Val()
 				}

@@ -21,6 +21,9 @@ func TestInfoFill(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if err := f.create(ctx); err != nil {
+				t.Fatal(err)
+			}
 			items := make([]string, 5000)
 			for i := range items {
 				items[i] = fmt.Sprint("item-", i%4000) // 1,000 added twice
@@ -73,7 +76,7 @@ func TestInfoFill(t *testing.T) {
 // TestInfoIDLifetime: Info reports the stored id lifetime.
 func TestInfoIDLifetime(t *testing.T) {
 	rdb := miniRedis(t)
-	c := newCounting(t, rdb, "ids", Options{Capacity: 100, IDLifetime: 90 * time.Second})
+	c := created(t, newCounting(t, rdb, "ids", Options{Capacity: 100, IDLifetime: 90 * time.Second}))
 	must(c.Add(ctx, "a")).on(t)
 	opened := must(OpenCounting(ctx, rdb, "ids", Options{})).on(t)
 	if got := must(opened.Info(ctx)).on(t).IDLifetime; got != 90*time.Second {

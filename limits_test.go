@@ -126,7 +126,7 @@ func TestMillionItemBatch(t *testing.T) {
 	if raceDetector {
 		n = 250_000 // 27 round trips still; the race detector makes the client 4x slower
 	}
-	c := newCounting(t, rdb, "million", Options{Capacity: 1_000_000})
+	c := created(t, newCounting(t, rdb, "million", Options{Capacity: 1_000_000}))
 	items := make([]string, n)
 	for i := range items {
 		items[i] = "i-" + strconv.Itoa(i)
@@ -189,8 +189,8 @@ func TestMillionItemBatch(t *testing.T) {
 func TestOutOfMemory(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")})
 	defer rdb.Close()
-	c := newCounting(t, rdb, "full", Options{Capacity: 1000, Partitions: 2})
-	b := newClassicT(t, rdb, "full-bits", Options{Capacity: 1000})
+	c := created(t, newCounting(t, rdb, "full", Options{Capacity: 1000, Partitions: 2}))
+	b := created(t, newClassicT(t, rdb, "full-bits", Options{Capacity: 1000}))
 	held := make([]string, 100)
 	for i := range held {
 		held[i] = fmt.Sprint("held-", i)
@@ -261,7 +261,7 @@ func TestOutOfMemory(t *testing.T) {
 	if n, err := c.Count(ctx, held[0]); err != nil || n < 1 {
 		t.Errorf("Count out of memory: %d, %v", n, err)
 	}
-	if _, err := Open(ctx, rdb, "full"); err != nil {
+	if _, err := Open(ctx, rdb, "full", Options{}); err != nil {
 		t.Errorf("Open out of memory: %v", err)
 	}
 
@@ -293,7 +293,7 @@ func TestNoBusyReplies(t *testing.T) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	c := newCounting(t, rdb, "busy", Options{Capacity: 1_000_000})
+	c := created(t, newCounting(t, rdb, "busy", Options{Capacity: 1_000_000}))
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -382,24 +382,33 @@ const busyWriters = 4
 // TestMemoryOfNewFilter: a partition is made at its full length in one
 // allocation, so Redis holds it in little more than its length. Grown by
 // BITFIELD, as before, a 1.1 MiB classic filter took 2.5 MiB and a 4.6 MiB
-// counting one 6.0 MiB.
+// counting one 6.0 MiB. The same whether Create makes it or, with
+// CreateOnWrite, the first write.
 func TestMemoryOfNewFilter(t *testing.T) {
 	rdb := realRedis(t)
 	for _, mode := range []Mode{ModeCounting, ModeClassic} {
-		f, err := newFilter(rdb, "mem-"+mode.String(), mode, Options{Capacity: 1_000_000})
-		if err != nil {
-			t.Fatal(err)
+		for _, onWrite := range []bool{false, true} {
+			how := fmt.Sprintf("%s (CreateOnWrite %v)", mode, onWrite)
+			f, err := newFilter(rdb, fmt.Sprint("mem-", mode, "-", onWrite), mode, Options{Capacity: 1_000_000, CreateOnWrite: onWrite})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !onWrite {
+				if err := f.create(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := f.add(ctx, []string{"a"}); err != nil {
+				t.Fatal(err)
+			}
+			size := f.h.size()
+			mem := rdb.MemoryUsage(ctx, f.parts[0].key).Val()
+			// jemalloc's size classes are a quarter of a power of two apart.
+			if float64(mem) > 1.26*float64(size) {
+				t.Errorf("%s: MEMORY USAGE %d for a string of %d bytes", how, mem, size)
+			}
+			t.Logf("%s: string %d bytes, MEMORY USAGE %d", how, size, mem)
 		}
-		if _, err := f.add(ctx, []string{"a"}); err != nil {
-			t.Fatal(err)
-		}
-		size := f.h.size()
-		mem := rdb.MemoryUsage(ctx, f.parts[0].key).Val()
-		// jemalloc's size classes are a quarter of a power of two apart.
-		if float64(mem) > 1.26*float64(size) {
-			t.Errorf("%s: MEMORY USAGE %d for a string of %d bytes", mode, mem, size)
-		}
-		t.Logf("%s: string %d bytes, MEMORY USAGE %d", mode, size, mem)
 	}
 }
 
@@ -437,7 +446,7 @@ func (h *txSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // TestMany of 1,000 events at the seed's size 11.6 ms.
 func TestReadTransactionsBounded(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "tx-bounded", Options{Capacity: 100_000, Partitions: 2})
+	c := created(t, newCounting(t, rdb, "tx-bounded", Options{Capacity: 100_000, Partitions: 2}))
 	items := make([]string, 9000)
 	for i := range items {
 		items[i] = "i-" + strconv.Itoa(i)
@@ -481,7 +490,7 @@ func TestReadTransactionsBounded(t *testing.T) {
 func TestOutOfMemoryRenamedBack(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t)})
 	defer rdb.Close()
-	c := newCuckooT(t, rdb, "oom-renamed", Options{Capacity: 20_000, Partitions: 2})
+	c := created(t, newCuckooT(t, rdb, "oom-renamed", Options{Capacity: 20_000, Partitions: 2}))
 	items := make([]string, 9000)
 	for i := range items {
 		items[i] = "i-" + strconv.Itoa(i)

@@ -12,8 +12,9 @@ import (
 // of the partition at rbloom:{name}.
 
 // OpenCounting returns the counting filter called name as stored in Redis,
-// its parameters read from there. o gives the handle's settings (MustExist,
-// TTL, KeyPrefix, WaitReplicas, WaitTimeout, MaxItems, UseFunctions); the
+// its parameters read from there. o gives the handle's settings (TTL,
+// KeyPrefix, WaitReplicas, WaitTimeout, MaxItems, UseFunctions, Source,
+// CreateOnWrite); the
 // fields stored with the filter (Capacity, ErrorRate, Slots, Hashes,
 // Partitions, IDLifetime) must be zero (ErrInvalidOptions). It fails with
 // ErrParamsMismatch when the filter is a classic one, and otherwise as Open
@@ -37,16 +38,21 @@ func OpenClassic(ctx context.Context, rdb Client, name string, o Options) (*Clas
 }
 
 // Open returns the filter called name as stored in Redis, taking its mode
-// and parameters from its partition at key "rbloom:{name}", so that a
-// process needs only the name. The result is a *Counting, a *Classic or a
-// *Cuckoo with default settings (OpenCounting, OpenClassic and OpenCuckoo
-// return the type and take settings). It fails with ErrNotFound when no filter has that name,
-// with ErrDamaged when that key is missing but other partitions of the
-// filter exist, or when a partition holds another filter's header, and
-// with ErrNotFilter when the key holds something else. Open makes one
-// round trip, two for a filter of several partitions.
-func Open(ctx context.Context, rdb Client, name string) (Filter, error) {
-	f, err := open(ctx, rdb, name, Options{})
+// and parameters from its partition at key "<KeyPrefix>{name}", so that a
+// process needs only the name: a *Counting, a *Cuckoo or a *Classic, as
+// a Filter. o gives the handle's settings (KeyPrefix, WaitReplicas, Source
+// ...); the fields stored with the filter must be zero. It fails with
+// ErrNotFound, naming the key it read, when no filter has that name; with
+// ErrDamaged when that key is missing but other partitions of the filter
+// exist, or when a partition holds another filter's header; and with
+// ErrNotFilter when the key holds something else. Open makes one round
+// trip, two for a filter of several partitions. OpenCounting, OpenCuckoo
+// and OpenClassic return the type, and refuse a filter of another mode.
+func Open(ctx context.Context, rdb Client, name string, o Options) (Filter, error) {
+	if o.sized() {
+		return nil, callError("open", errSized)
+	}
+	f, err := open(ctx, rdb, name, o)
 	if err != nil {
 		return nil, callError("open", err)
 	}
@@ -59,9 +65,12 @@ func Open(ctx context.Context, rdb Client, name string) (Filter, error) {
 	return &Counting{base{f}}, nil
 }
 
+// errSized refuses the stored fields in the options of Open.
+var errSized = failf(ErrInvalidOptions, "Capacity, ErrorRate, Slots, Hashes, Partitions and IDLifetime come from Redis: leave them zero")
+
 func openMode(ctx context.Context, rdb Client, name string, o Options, mode Mode) (*filter, error) {
 	if o.sized() {
-		return nil, callError("open", failf(ErrInvalidOptions, "Capacity, ErrorRate, Slots, Hashes, Partitions and IDLifetime come from Redis: leave them zero"))
+		return nil, callError("open", errSized)
 	}
 	f, err := open(ctx, rdb, name, o)
 	if err == nil && f.h.mode != mode {
@@ -134,7 +143,7 @@ func lostRoot(ctx context.Context, rdb Client, prefix, name string) error {
 			return failf(ErrDamaged, "%s: %s is missing, but %s holds partition %d of %d", name, keyOf(prefix, name), keys[i], h.index, h.partitions)
 		}
 	}
-	return failf(ErrNotFound, "%s", name)
+	return failf(ErrNotFound, "%s: %s does not exist, nor any other partition of the filter (the name, or Options.KeyPrefix, may be wrong; or Redis lost it)", name, keyOf(prefix, name))
 }
 
 // agree checks that no partition of f holds the header of another filter

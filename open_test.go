@@ -11,9 +11,9 @@ import (
 
 func TestOpen(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "shared", Options{Capacity: 5000, ErrorRate: 0.001})
+		c := created(t, newCounting(t, rdb, "shared", Options{Capacity: 5000, ErrorRate: 0.001}))
 		must(c.AddMany(ctx, []string{"a", "b"})).on(t)
-		f := must(Open(ctx, rdb, "shared")).on(t)
+		f := must(Open(ctx, rdb, "shared", Options{})).on(t)
 		oc, ok := f.(*Counting)
 		if !ok {
 			t.Fatalf("Open = %T, want *Counting", f)
@@ -27,23 +27,23 @@ func TestOpen(t *testing.T) {
 		if in := must(oc.Info(ctx)).on(t); in.Capacity != 5000 || in.ErrorRate != 0.001 || in.Items != 1 {
 			t.Errorf("opened filter: Info = %+v", in)
 		}
-		must(newClassicT(t, rdb, "bits", Options{Capacity: 10}).Add(ctx, "x")).on(t)
-		if f := must(Open(ctx, rdb, "bits")).on(t); f == nil {
+		must(created(t, newClassicT(t, rdb, "bits", Options{Capacity: 10})).Add(ctx, "x")).on(t)
+		if f := must(Open(ctx, rdb, "bits", Options{})).on(t); f == nil {
 			t.Error("Open(bits) = nil")
 		} else if _, ok := f.(*Classic); !ok {
 			t.Errorf("Open(bits) = %T, want *Classic", f)
 		}
-		if _, err := Open(ctx, rdb, "nobody"); !errors.Is(err, ErrNotFound) {
+		if _, err := Open(ctx, rdb, "nobody", Options{}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Open(nobody) error = %v, want ErrNotFound", err)
 		}
 		rdb.Set(ctx, keyOf(DefaultKeyPrefix, "plain"), "hello", 0)
-		if _, err := Open(ctx, rdb, "plain"); !errors.Is(err, ErrNotFilter) {
+		if _, err := Open(ctx, rdb, "plain", Options{}); !errors.Is(err, ErrNotFilter) {
 			t.Errorf("Open(plain) error = %v, want ErrNotFilter", err)
 		}
 		if err := c.Drop(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Open(ctx, rdb, "shared"); !errors.Is(err, ErrNotFound) {
+		if _, err := Open(ctx, rdb, "shared", Options{}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Open after Drop: error = %v, want ErrNotFound", err)
 		}
 	})
@@ -56,14 +56,14 @@ func TestOpenLostRoot(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		for _, parts := range []int{2, 3, 7} {
 			name := fmt.Sprint("open-root-", parts)
-			c := newCounting(t, rdb, name, Options{Capacity: 2000, Partitions: parts})
+			c := created(t, newCounting(t, rdb, name, Options{Capacity: 2000, Partitions: parts}))
 			heldItems(t, c, 50)
 			rdb.Del(ctx, keyOf(DefaultKeyPrefix, name))
-			if _, err := Open(ctx, rdb, name); !errors.Is(err, ErrDamaged) {
+			if _, err := Open(ctx, rdb, name, Options{}); !errors.Is(err, ErrDamaged) {
 				t.Errorf("P=%d, root lost: Open = %v, want ErrDamaged", parts, err)
 			}
 			c.Drop(ctx)
-			if _, err := Open(ctx, rdb, name); !errors.Is(err, ErrNotFound) {
+			if _, err := Open(ctx, rdb, name, Options{}); !errors.Is(err, ErrNotFound) {
 				t.Errorf("P=%d, dropped: Open = %v, want ErrNotFound", parts, err)
 			}
 		}
@@ -75,8 +75,8 @@ func TestOpenLostRoot(t *testing.T) {
 // settings.
 func TestOpenTyped(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		must(newCounting(t, rdb, "counts", Options{Capacity: 1000, Partitions: 2}).Add(ctx, "a")).on(t)
-		must(newClassicT(t, rdb, "bits", Options{Capacity: 1000}).Add(ctx, "a")).on(t)
+		must(created(t, newCounting(t, rdb, "counts", Options{Capacity: 1000, Partitions: 2})).Add(ctx, "a")).on(t)
+		must(created(t, newClassicT(t, rdb, "bits", Options{Capacity: 1000})).Add(ctx, "a")).on(t)
 
 		c, err := OpenCounting(ctx, rdb, "counts", Options{MaxItems: 2})
 		if err != nil || !must(c.Test(ctx, "a")).on(t) || must(c.Count(ctx, "a")).on(t) != 1 {
@@ -101,13 +101,13 @@ func TestOpenTyped(t *testing.T) {
 		if _, err := OpenCounting(ctx, rdb, "missing", Options{}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("OpenCounting of a missing filter: %v, want ErrNotFound", err)
 		}
-		guarded, err := OpenCounting(ctx, rdb, "counts", Options{MustExist: true})
+		guarded, err := OpenCounting(ctx, rdb, "counts", Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rdb.FlushAll(ctx)
 		if _, err := guarded.Test(ctx, "a"); !errors.Is(err, ErrNotFound) {
-			t.Errorf("Test with MustExist from OpenCounting after a flush: %v, want ErrNotFound", err)
+			t.Errorf("Test from OpenCounting after a flush: %v, want ErrNotFound", err)
 		}
 	})
 }
@@ -117,8 +117,8 @@ func TestOpenTyped(t *testing.T) {
 // finds a filter under its prefix only.
 func TestKeyPrefix(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		a := newCounting(t, rdb, "users", Options{Capacity: 1000, Partitions: 3, KeyPrefix: "app-a:bloom:"})
-		b := newCounting(t, rdb, "users", Options{Capacity: 1000, Partitions: 3, KeyPrefix: "app-b:"})
+		a := created(t, newCounting(t, rdb, "users", Options{Capacity: 1000, Partitions: 3, KeyPrefix: "app-a:bloom:"}))
+		b := created(t, newCounting(t, rdb, "users", Options{Capacity: 1000, Partitions: 3, KeyPrefix: "app-b:"}))
 		must(a.AddMany(ctx, []string{"x", "y"})).on(t)
 		must(a.AddOnce(ctx, "z", "evt-1")).on(t)
 		if must(b.Test(ctx, "x")).on(t) {
@@ -134,7 +134,7 @@ func TestKeyPrefix(t *testing.T) {
 		if err != nil || !must(o.Test(ctx, "z")).on(t) || must(o.Test(ctx, "w")).on(t) {
 			t.Errorf("OpenCounting under app-a: %v, or it does not hold z alone", err)
 		}
-		if _, err := Open(ctx, rdb, "users"); !errors.Is(err, ErrNotFound) {
+		if _, err := Open(ctx, rdb, "users", Options{}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Open under the default prefix: %v, want ErrNotFound", err)
 		}
 		rdb.Del(ctx, a.f.parts[shareOf(keySlot("users"), 3)].key)

@@ -84,13 +84,28 @@ type Options struct {
 	// WaitTimeout bounds the wait of WaitReplicas. Default 1 second.
 	WaitTimeout time.Duration
 
-	// MustExist makes Test, TestMany, Count, Remove and RemoveMany fail
-	// with ErrNotFound when the filter does not exist, instead of answering
-	// "absent" as for an empty filter. Use it, with Create at setup, where
-	// a filter Redis lost (a restart without persistence, eviction, a
-	// flush) must not pass for an empty one: in front of a database, every
-	// lookup would then be answered "absent".
-	MustExist bool
+	// Source, when set, is the filter's source of truth, in the form of
+	// Rebuild's fill: it calls add with every item the filter should hold,
+	// following Rebuild's rule. A handle that finds the filter missing
+	// (never made, or lost by Redis) loads it from Source in the
+	// background, one process at a time (the rebuild's lease): meanwhile
+	// reads fail with ErrLoading, and writes wait until the load has
+	// begun and are then applied. A handle without it returns ErrNotFound
+	// and leaves the load to whoever calls Rebuild. It belongs to this
+	// handle; a load that fails is tried again by a later call, at most
+	// once per second per handle.
+	Source func(add func(items []string) error) error
+
+	// CreateOnWrite lets the first write create the filter, empty, and
+	// makes reads of a missing filter answer "absent", as for an empty
+	// one. Use it only for a filter whose whole content comes through
+	// writes made since it was made: a daily dedupe filter with a TTL,
+	// say. Its cost: a filter Redis lost (a restart without persistence,
+	// a flush, eviction) is made again, empty, by the next write, and
+	// every item it held then tests absent. Without it (the default), a
+	// filter exists only once Create or Rebuild made it, and every
+	// method on a missing filter fails with ErrNotFound.
+	CreateOnWrite bool
 
 	// MaxItems, when positive, bounds the items the filter holds, like
 	// RedisBloom's NONSCALING: an add that would take it past the bound
@@ -101,8 +116,10 @@ type Options struct {
 	// handle, not to the filter stored in Redis. Default 0: no bound.
 	MaxItems uint64
 
-	// TTL, when positive, is the time to live given to the filter's key when
-	// its first write creates it; later writes do not extend it. Redis keeps
+	// TTL, when positive, is the time to live given to the filter's keys
+	// when Create, a load (Rebuild of a missing filter) or, with
+	// CreateOnWrite, the first write makes them; later writes do not
+	// extend it. Redis keeps
 	// TTLs in milliseconds. Default 0: no expiry.
 	TTL time.Duration
 

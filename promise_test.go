@@ -21,6 +21,7 @@ func TestCreateOnDamagedFilter(t *testing.T) {
 		c := newCounting(t, rdb, "create", Options{Capacity: 2000, Partitions: 4})
 		for p := range 4 {
 			c.Drop(ctx)
+			created(t, c)
 			items := heldItems(t, c, 200)
 			rdb.Del(ctx, c.f.parts[p].key)
 			before := dump(t, rdb)
@@ -49,6 +50,7 @@ func TestLostPartitionSingleReads(t *testing.T) {
 		c := newCounting(t, rdb, "single", Options{Capacity: 2000, Partitions: 4})
 		for p := range 4 {
 			c.Drop(ctx)
+			created(t, c)
 			items := heldItems(t, c, 200)
 			rdb.Del(ctx, c.f.parts[p].key)
 			lost := inPartition(c, items, p)
@@ -75,7 +77,7 @@ func TestLostPartitionSingleReads(t *testing.T) {
 // success that drops the item.
 func TestOnceIDReuse(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "reuse", Options{Capacity: 1000})
+		c := created(t, newCounting(t, rdb, "reuse", Options{Capacity: 1000}))
 		if must(c.AddOnce(ctx, "item", "topic/0/100")).on(t) {
 			t.Fatal("first AddOnce = true, want false")
 		}
@@ -122,7 +124,7 @@ func TestOnceIDReuse(t *testing.T) {
 // Such names are refused, by the constructors and by Open.
 func TestPartitionNames(t *testing.T) {
 	rdb := realRedis(t)
-	y := newCounting(t, rdb, "y", Options{Capacity: 1000, Partitions: 4})
+	y := created(t, newCounting(t, rdb, "y", Options{Capacity: 1000, Partitions: 4}))
 	items := heldItems(t, y, 100)
 	var shared string // a partition tag of y of the form y/j
 	for _, p := range y.f.parts {
@@ -135,7 +137,7 @@ func TestPartitionNames(t *testing.T) {
 		if _, err := NewCounting(rdb, name, Options{Capacity: 1000, Partitions: 4}); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("NewCounting(%q) = %v, want ErrInvalidOptions", name, err)
 		}
-		if _, err := Open(ctx, rdb, name); !errors.Is(err, ErrInvalidOptions) {
+		if _, err := Open(ctx, rdb, name, Options{}); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("Open(%q) = %v, want ErrInvalidOptions", name, err)
 		}
 	}
@@ -157,7 +159,7 @@ func TestPartitionNames(t *testing.T) {
 // it fails with ErrOpIDReused.
 func TestBatchOnce(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "batches", Options{Capacity: 100_000, Partitions: 3})
+		c := created(t, newCounting(t, rdb, "batches", Options{Capacity: 100_000, Partitions: 3}))
 		items := make([]string, 12_000) // more than one round trip's 9,362 at k = 7
 		for i := range items {
 			items[i] = fmt.Sprint("event-", i%11_000) // some twice: answered true the second time
@@ -187,7 +189,7 @@ func TestBatchOnce(t *testing.T) {
 			t.Errorf("Info.Items = %d after a remove batch and its replay, want %d", n, len(items)-100)
 		}
 
-		b := newClassicT(t, rdb, "dedup", Options{Capacity: 1000})
+		b := created(t, newClassicT(t, rdb, "dedup", Options{Capacity: 1000}))
 		seen := must(b.AddManyOnce(ctx, []string{"e1", "e2", "e1"}, "b1")).on(t)
 		if !slices.Equal(seen, []bool{false, false, true}) || !slices.Equal(must(b.AddManyOnce(ctx, []string{"e1", "e2", "e1"}, "b1")).on(t), seen) {
 			t.Errorf("classic AddManyOnce = %v, then not the same again", seen)

@@ -46,6 +46,7 @@ func newCountingMachine(t *rapid.T, rdb redis.UniversalClient) *countingMachine 
 	if err != nil {
 		t.Fatal(err)
 	}
+	created(t, c)
 	m = c.f.h.m * uint64(parts) // rounded up to whole partitions
 	universe := make([]string, rapid.IntRange(1, 40).Draw(t, "universe"))
 	for i := range universe {

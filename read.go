@@ -15,12 +15,14 @@ import (
 // all k slots of an item at once, so every item is answered from one
 // consistent state of its slots.
 //
-// A partition that reads as missing (an empty header) needs a second look
-// before its items may be answered "absent": that is right only when the
-// whole filter is absent. The partitions of a filter are created together,
-// and any one that exists proves the filter does, so survey asks every
-// partition. This costs a round trip only for a filter that does not exist
-// (yet) or is damaged.
+// A partition that reads as missing (an empty header) needs a second look:
+// the whole filter is missing (ErrNotFound, or "absent" for a handle with
+// Options.CreateOnWrite), or only that partition is (its items' counts
+// are unknown). The partitions of a filter are created together, and any
+// one that exists proves the filter does, so survey asks every partition.
+// This costs a round trip only for a filter that does not exist or is
+// damaged. A partition being loaded (MARK_LOAD) fails the read with
+// ErrLoading: its slots do not hold every item yet.
 
 // partRead is what one transaction (or read.lua call) reads of one
 // partition.
@@ -68,14 +70,17 @@ func (f *filter) readChunk(ctx context.Context, chunk []string, mins []int64) er
 			if err := f.check(r.p, r.head.Val(), r.size.Val()); err != nil {
 				return err
 			}
+			if r.head.Val()[markByte] == markLoad {
+				return f.loadingErr(r.p)
+			}
 			continue
 		}
 		if s == nil {
 			if s, err = f.survey(ctx); err != nil {
 				return err
 			}
-			if !s.any && f.mustExist {
-				return failf(ErrNotFound, "%s", f.name)
+			if !s.any && !f.onWrite {
+				return f.missing()
 			}
 		}
 		if s.exists[r.p] && s.size[r.p] == 0 {

@@ -67,22 +67,23 @@ const rebuildLease = 30 * time.Second
 // rebuild fills fresh copies of f with the items fill adds, then puts them
 // in its place.
 func (f *filter) rebuild(ctx context.Context, fill func(add func(items []string) error) error) error {
-	return f.rebuildInto(ctx, f, fill)
+	return f.rebuildInto(ctx, f, fill, nil)
 }
 
-// rebuildInto rebuilds f into g: f itself, or f at another size.
-func (f *filter) rebuildInto(ctx context.Context, g *filter, fill func(add func(items []string) error) error) error {
+// rebuildInto rebuilds f into g: f itself, or f at another size. claimed,
+// when not nil, is called once the filter is held (every add reaches the
+// new slots), before fill.
+func (f *filter) rebuildInto(ctx context.Context, g *filter, fill func(add func(items []string) error) error, claimed func()) error {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand documents it)
 	r := rebuilder{f: f, g: g, token: hex.EncodeToString(b[:]), resize: g.parts[0].head[:identitySize] != f.parts[0].head[:identitySize]}
-	// A filter that does not exist yet is created first, so that a writer
-	// creating it meanwhile does not interrupt the rebuild. Partitions
-	// missing from a damaged filter are claimed missing and switched in.
+	// The claim makes the partitions that are missing (all of them, for a
+	// filter that does not exist), marked as being loaded: writes reach
+	// them from then on, and reads of them fail with ErrLoading until
+	// the switch. A resize needs a filter to resize.
 	s, err := f.survey(ctx)
-	if err == nil && !s.any {
-		if err = f.createAll(ctx, true); err == nil {
-			s, err = f.survey(ctx)
-		}
+	if err == nil && !s.any && r.resize {
+		err = f.notFound()
 	}
 	if err != nil {
 		return err
@@ -91,8 +92,19 @@ func (f *filter) rebuildInto(ctx context.Context, g *filter, fill func(add func(
 	// resize) gets the filter's incarnation, so that the operation ids it
 	// recorded before are still found there.
 	r.inc = cmp.Or(s.inc, randomIncarnation())
+	// A partition the claim makes expires with the filter: with the TTL
+	// left to the others when some exist, else with the handle's.
+	r.ttl = f.ttlMS
+	if s.any {
+		if r.ttl, err = f.ttlLeft(ctx); err != nil {
+			return err
+		}
+	}
 	if err := r.start(ctx); err != nil {
 		return r.abort(ctx, err)
+	}
+	if claimed != nil {
+		claimed()
 	}
 	next := *g // the filter being built, at the keys of the copies
 	next.parts = nil
@@ -143,6 +155,7 @@ type rebuilder struct {
 	token  string // names this rebuild in the leases
 	resize bool   // g has another size than f
 	inc    string // the incarnation of the partitions it makes
+	ttl    string // the TTL in ms of the partitions its claim makes
 }
 
 // site is a key a step runs on: the header the key is checked against,
@@ -170,6 +183,9 @@ func (r rebuilder) finish(ctx context.Context) error {
 	}
 	if err := r.step(ctx, "check", r.all(), false); err != nil {
 		return err
+	}
+	if err := r.f.recordResize(ctx, r.g); err != nil {
+		return fmt.Errorf("recording the resize for the other handles: %w", err)
 	}
 	if err := r.step(ctx, "retire", r.retired(), false); err != nil {
 		return err
@@ -228,7 +244,7 @@ func (r rebuilder) all() []site {
 func (r rebuilder) step(ctx context.Context, step string, sites []site, withInc bool) error {
 	f := r.f
 	lease := strconv.FormatInt(rebuildLease.Milliseconds(), 10)
-	ttl := f.ttlMS
+	ttl := r.ttl
 	if step == "switch" {
 		// A partition that did not exist (a lost one, or a new one of a
 		// resize) takes the TTL left to the filter's others, not the
@@ -367,9 +383,10 @@ func (c *Classic) Resize(ctx context.Context, o Options, fill func(add func(item
 
 // resize is Resize for either type: the handle of the resized filter.
 func (b *base) resize(ctx context.Context, o Options, fill func(add func(items []string) error) error) (*filter, error) {
-	g, err := b.f.resized(o)
+	f := b.f.current()
+	g, err := f.resized(o)
 	if err == nil {
-		err = b.f.rebuildInto(ctx, g, fill)
+		err = f.rebuildInto(ctx, g, fill, nil)
 	}
 	if err != nil {
 		return nil, callError("resize", err)

@@ -20,7 +20,7 @@ import (
 // stuck counter are gone, and no copy is left behind.
 func TestRebuild(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "rows", Options{Capacity: 2000, Partitions: 2})
+		c := created(t, newCounting(t, rdb, "rows", Options{Capacity: 2000, Partitions: 2}))
 		truth := map[string]bool{}
 		for i := range 500 {
 			truth[fmt.Sprint("row-", i)] = true
@@ -101,7 +101,7 @@ func TestRebuild(t *testing.T) {
 // as it was, and stops the writes to both.
 func TestRebuildAbort(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "kept", Options{Capacity: 1000, Partitions: 2})
+		c := created(t, newCounting(t, rdb, "kept", Options{Capacity: 1000, Partitions: 2}))
 		must(c.AddMany(ctx, []string{"a", "b", "c"})).on(t)
 		before := filterKeys(t, rdb)
 		boom := errors.New("the table went away")
@@ -122,6 +122,26 @@ func TestRebuildAbort(t *testing.T) {
 			if strings.HasSuffix(k, ":next") {
 				t.Errorf("key %s left after an aborted rebuild", k)
 			}
+		}
+
+		// A load (Rebuild of a missing filter) given up leaves nothing:
+		// the filter is still missing, not empty.
+		missing := newCounting(t, rdb, "never-loaded", Options{Capacity: 1000, Partitions: 2})
+		before = filterKeys(t, rdb)
+		err = missing.Rebuild(ctx, func(add func([]string) error) error {
+			if err := add([]string{"a"}); err != nil {
+				return err
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("a load with a failing fill: %v, want it", err)
+		}
+		if after := filterKeys(t, rdb); !maps.Equal(before, after) {
+			t.Errorf("an aborted load left keys: %v, then %v", keysOfMap(before), keysOfMap(after))
+		}
+		if _, err := missing.Test(ctx, "a"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Test after an aborted load: %v, want ErrNotFound", err)
 		}
 	})
 }
@@ -155,7 +175,7 @@ func TestRebuildRemovesDuringFill(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		for _, parts := range []int{1, 2} {
 			name := fmt.Sprint("table-", parts)
-			c := newCounting(t, rdb, name, Options{Capacity: 4000, ErrorRate: 0.01, Partitions: parts})
+			c := created(t, newCounting(t, rdb, name, Options{Capacity: 4000, ErrorRate: 0.01, Partitions: parts}))
 			var stay, gone []string
 			for i := range 4000 {
 				stay = append(stay, fmt.Sprintf("%s-stay-%d", name, i))
@@ -206,7 +226,7 @@ func TestRebuildsAtOnce(t *testing.T) {
 		for i := range items {
 			items[i] = fmt.Sprint("item-", i)
 		}
-		a := newCounting(t, rdb, "twice", Options{Capacity: 4000, Partitions: 2})
+		a := created(t, newCounting(t, rdb, "twice", Options{Capacity: 4000, Partitions: 2}))
 		b := newCounting(t, redis.NewClient(rdb.Options()), "twice", Options{Capacity: 4000, Partitions: 2})
 		must(a.AddMany(ctx, items)).on(t)
 		fillHalves := func(during func()) func(add func([]string) error) error {
@@ -270,7 +290,7 @@ func TestRebuildsAtOnce(t *testing.T) {
 func TestRebuildKeepsTTL(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		fill := func(add func([]string) error) error { return add([]string{"x"}) }
-		forever := newCounting(t, rdb, "forever", Options{Capacity: 100, Partitions: 2})
+		forever := created(t, newCounting(t, rdb, "forever", Options{Capacity: 100, Partitions: 2}))
 		must(forever.Add(ctx, "x")).on(t)
 		if err := newCounting(t, rdb, "forever", Options{Capacity: 100, Partitions: 2, TTL: time.Second}).Rebuild(ctx, fill); err != nil {
 			t.Fatal(err)
@@ -280,7 +300,7 @@ func TestRebuildKeepsTTL(t *testing.T) {
 				t.Errorf("%s has TTL %v after a rebuild by a handle with a TTL, want none", p.key, ttl)
 			}
 		}
-		hour := newCounting(t, rdb, "hour", Options{Capacity: 100, Partitions: 2, TTL: time.Hour})
+		hour := created(t, newCounting(t, rdb, "hour", Options{Capacity: 100, Partitions: 2, TTL: time.Hour}))
 		must(hour.Add(ctx, "x")).on(t)
 		if err := newCounting(t, rdb, "hour", Options{Capacity: 100, Partitions: 2}).Rebuild(ctx, fill); err != nil {
 			t.Fatal(err)
@@ -288,6 +308,23 @@ func TestRebuildKeepsTTL(t *testing.T) {
 		for _, p := range hour.f.parts {
 			if ttl := rdb.PTTL(ctx, p.key).Val(); ttl < 59*time.Minute || ttl > time.Hour {
 				t.Errorf("%s has TTL %v after a rebuild by a handle without one, want what it had (about 1h)", p.key, ttl)
+			}
+		}
+		// A load (Rebuild of a missing filter) makes it: the loading
+		// handle's TTL is the filter's, as for Create.
+		for _, ttl := range []time.Duration{0, time.Hour} {
+			loaded := newCounting(t, rdb, fmt.Sprint("loaded-", ttl), Options{Capacity: 100, Partitions: 2, TTL: ttl})
+			if err := loaded.Rebuild(ctx, fill); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range loaded.f.parts {
+				got := rdb.PTTL(ctx, p.key).Val()
+				if ttl == 0 && got != -1 || ttl > 0 && (got < 59*time.Minute || got > time.Hour) {
+					t.Errorf("%s has TTL %v after a load by a handle with TTL %v, want the handle's", p.key, got, ttl)
+				}
+			}
+			if !must(loaded.Test(ctx, "x")).on(t) {
+				t.Errorf("TTL %v: x, loaded, tests absent", ttl)
 			}
 		}
 	})
@@ -304,7 +341,7 @@ func TestRebuildKeepsTTL(t *testing.T) {
 func TestRebuildWaitReplicas(t *testing.T) {
 	_, replica, rdb, rep := startReplicated(t)
 	o := Options{Capacity: 1000, Partitions: 2, WaitReplicas: 1, WaitTimeout: 2 * time.Second}
-	c := must(NewCounting(rdb, "waited", o)).on(t)
+	c := created(t, must(NewCounting(rdb, "waited", o)).on(t))
 	must(c.AddMany(ctx, []string{"a", "b", "ghost"})).on(t)
 	fill := func(add func([]string) error) error { return add([]string{"a", "b"}) }
 	if err := c.Rebuild(ctx, fill); err != nil {
@@ -368,6 +405,14 @@ func TestRebuildModel(t *testing.T) {
 			Hashes:     rapid.IntRange(1, 4).Draw(t, "k"),
 			Partitions: rapid.IntRange(1, 2).Draw(t, "P"),
 		})).on(t)
+		// The rebuild of a filter made by Create, or the load of a missing
+		// one: then nothing comes before it, and every read until the
+		// switch fails with ErrLoading (never "absent").
+		load := rapid.Bool().Draw(t, "load")
+		if !load {
+			created(t, c)
+		}
+		loading := false
 		universe := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}
 		table := map[string]bool{}
 		held := map[string]int{}  // adds minus removes through the filter
@@ -401,6 +446,12 @@ func TestRebuildModel(t *testing.T) {
 						items = append(items, item)
 					}
 				}
+				if loading {
+					if got, err := c.TestMany(ctx, universe); !errors.Is(err, ErrLoading) {
+						t.Fatalf("%s: TestMany during the load = %v, %v; want ErrLoading", label, got, err)
+					}
+					continue
+				}
 				for i, ok := range must(c.TestMany(ctx, items)).on(t) {
 					if !ok {
 						t.Fatalf("%s: %q is held (%d) and tests absent", label, items[i], held[items[i]])
@@ -408,8 +459,11 @@ func TestRebuildModel(t *testing.T) {
 				}
 			}
 		}
-		steps(t, "before")
+		if !load {
+			steps(t, "before")
+		}
 		err := c.Rebuild(ctx, func(add func([]string) error) error {
+			loading = load
 			steps(t, "claimed")
 			for item, insert := range half { // the fill's moment: nothing half done
 				if insert {
@@ -431,6 +485,7 @@ func TestRebuildModel(t *testing.T) {
 			}
 			return nil
 		})
+		loading = false
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,9 +55,9 @@ func TestOnceReorderedReplay(t *testing.T) {
 					RemoveManyOnce(context.Context, []string, string) ([]bool, error)
 				}
 				if mode == "counting" {
-					f = newCounting(t, rdb, "reorder", Options{Capacity: 40_000, Partitions: 2})
+					f = created(t, newCounting(t, rdb, "reorder", Options{Capacity: 40_000, Partitions: 2}))
 				} else {
-					f = must(NewCuckoo(rdb, "reorder", Options{Capacity: 40_000, Partitions: 2})).on(t)
+					f = created(t, must(NewCuckoo(rdb, "reorder", Options{Capacity: 40_000, Partitions: 2})).on(t))
 				}
 				items := events("it", 20_000)
 				for range 2 {

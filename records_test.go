@@ -23,7 +23,7 @@ func TestOnceRecordHorizon(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		const keep = time.Minute
 		span := keep / recordBucketsPerKeep
-		c := newCounting(t, rdb, "horizon", Options{Capacity: 1000, IDLifetime: keep})
+		c := created(t, newCounting(t, rdb, "horizon", Options{Capacity: 1000, IDLifetime: keep}))
 		clk := newClock(time.UnixMilli(1_700_000_000_000).Truncate(span).Add(span / 2))
 		c.f.now = clk.now
 		t0 := clk.now()
@@ -52,7 +52,7 @@ func TestOnceRecordHorizon(t *testing.T) {
 // first record, so none outlives its bucket.
 func TestRecordHashes(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "records", Options{Capacity: 10_000, IDLifetime: time.Hour})
+		c := created(t, newCounting(t, rdb, "records", Options{Capacity: 10_000, IDLifetime: time.Hour}))
 		const calls = 300
 		for i := range calls {
 			must(c.Add(ctx, fmt.Sprint("plain-", i))).on(t)
@@ -71,8 +71,8 @@ func TestRecordHashes(t *testing.T) {
 				t.Errorf("%s: TTL %v", k, ttl)
 			}
 		}
-		if fields != 2*calls {
-			t.Errorf("%d records, want one per call (%d)", fields, 2*calls)
+		if want := int64(2*calls + 1); fields != want { // and Create's call
+			t.Errorf("%d records, want one per call (%d)", fields, want)
 		}
 	})
 }
@@ -84,7 +84,7 @@ func TestRecordMemory(t *testing.T) {
 	rdb := realRedis(t)
 	for _, once := range []bool{false, true} {
 		name := fmt.Sprint("memory-", once)
-		c := newCounting(t, rdb, name, Options{Capacity: 100_000})
+		c := created(t, newCounting(t, rdb, name, Options{Capacity: 100_000}))
 		const calls = 20_000
 		for i := range calls {
 			if once {
@@ -128,7 +128,7 @@ func TestRetryKeep(t *testing.T) {
 	}
 
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "retry-keep", Options{Capacity: 100})
+	c := created(t, newCounting(t, rdb, "retry-keep", Options{Capacity: 100}))
 	must(c.Add(ctx, "a")).on(t)
 	keys := rdb.Keys(ctx, "rbloom:{retry-keep}:r:*").Val()
 	if len(keys) != 1 {
@@ -149,7 +149,7 @@ func TestRetryKeep(t *testing.T) {
 // and an explicit hour agree; Open takes the stored window.
 func TestIDLifetimeStored(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		hour := newCounting(t, rdb, "stored", Options{Capacity: 1000, IDLifetime: time.Hour})
+		hour := created(t, newCounting(t, rdb, "stored", Options{Capacity: 1000, IDLifetime: time.Hour}))
 		must(hour.AddOnce(ctx, "x", "id-1")).on(t)
 		defaulted := newCounting(t, rdb, "stored", Options{Capacity: 1000})
 		if maybe := must(defaulted.AddOnce(ctx, "x", "id-1")).on(t); maybe {
@@ -209,13 +209,14 @@ func TestDropForgetsRecords(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		for _, parts := range []int{1, 3} {
 			name := fmt.Sprint("reborn-", parts)
-			c := newCounting(t, rdb, name, Options{Capacity: 1000, Partitions: parts})
+			c := created(t, newCounting(t, rdb, name, Options{Capacity: 1000, Partitions: parts}))
 			must(c.AddOnce(ctx, "x", "id-1")).on(t)
 			must(c.AddManyOnce(ctx, []string{"a", "b", "c"}, "batch-1")).on(t)
 			must(c.RemoveOnce(ctx, "x", "id-2")).on(t)
 			if err := c.Drop(ctx); err != nil {
 				t.Fatal(err)
 			}
+			created(t, c)
 			must(c.AddOnce(ctx, "x", "id-1")).on(t)
 			must(c.AddManyOnce(ctx, []string{"a", "b", "c"}, "batch-1")).on(t)
 			for _, item := range []string{"x", "a", "b", "c"} {
@@ -239,7 +240,7 @@ func TestDropForgetsRecords(t *testing.T) {
 // have a TTL, were evicted and a replayed batch applied twice).
 func TestInfoEvictionPolicy(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "policy", Options{Capacity: 1000})
+	c := created(t, newCounting(t, rdb, "policy", Options{Capacity: 1000}))
 	must(c.Add(ctx, "a")).on(t)
 	for _, policy := range []string{"noeviction", "volatile-lru", "allkeys-lru"} {
 		rdb.ConfigSet(ctx, "maxmemory-policy", policy)
@@ -273,6 +274,7 @@ func TestOnceFullMidBatch(t *testing.T) {
 			t.Run(mode, func(t *testing.T) {
 				name := "full-mid-batch-" + mode
 				bounded, f := open(name, Options{Capacity: 1000, MaxItems: 5})
+				created(t, bounded)
 				free, _ := open(name, Options{Capacity: 1000})
 				per := f.perCall()
 				batch := make([]string, 2*per+5) // two calls refused, the third applied
@@ -300,8 +302,19 @@ func TestOnceFullMidBatch(t *testing.T) {
 				// counts once another process has created the partition
 				// (found by an outside review: with the partition made by
 				// another call, the mark was in another incarnation).
-				bounded, _ = open(name+"-created", Options{Capacity: 1000, MaxItems: 5})
-				free, _ = open(name+"-created", Options{Capacity: 1000})
+				// By default such a call is refused with ErrNotFound, and
+				// marks nothing; with CreateOnWrite it is refused with
+				// ErrFull.
+				strict, _ := open(name+"-created", Options{Capacity: 1000, MaxItems: 5})
+				before := dump(t, rdb)
+				if _, err := strict.AddManyOnce(ctx, batch[:per], "id"); !errors.Is(err, ErrNotFound) {
+					t.Errorf("a batch to a filter that does not exist: %v, want ErrNotFound", err)
+				}
+				if after := dump(t, rdb); !maps.Equal(before, after) {
+					t.Error("a batch refused with ErrNotFound wrote")
+				}
+				bounded, _ = open(name+"-created", Options{Capacity: 1000, MaxItems: 5, CreateOnWrite: true})
+				free, _ = open(name+"-created", Options{Capacity: 1000, CreateOnWrite: true})
 				if _, err := bounded.AddManyOnce(ctx, batch[:per], "id"); !errors.Is(err, ErrFull) {
 					t.Fatalf("one call past MaxItems: %v, want ErrFull", err)
 				}
@@ -327,19 +340,34 @@ func TestOnceFullMidBatch(t *testing.T) {
 // applied in the new partition with no record of the first call there,
 // they were applied again by the reordered batch, 4 items counted twice,
 // with ErrOpIDReused).
+//
+// The partition is replaced by Drop and Create, or, with CreateOnWrite, by
+// Drop and the next write.
 func TestOnceCutBetweenCalls(t *testing.T) {
+	for _, onWrite := range []bool{false, true} {
+		t.Run(fmt.Sprint("CreateOnWrite=", onWrite), func(t *testing.T) { testOnceCutBetweenCalls(t, onWrite) })
+	}
+}
+
+func testOnceCutBetweenCalls(t *testing.T, onWrite bool) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		o := Options{Capacity: 1000, CreateOnWrite: onWrite}
 		other := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
 		t.Cleanup(func() { other.Close() })
-		dropper := newCounting(t, other, "cut", Options{Capacity: 1000})
-		must(newCounting(t, rdb, "warm", Options{Capacity: 1000}).AddManyOnce(ctx, []string{"x"}, "w")).on(t) // loads add.lua
+		dropper := created(t, newCounting(t, other, "cut", o))
+		must(created(t, newCounting(t, rdb, "warm", o)).AddManyOnce(ctx, []string{"x"}, "w")).on(t) // loads add.lua
 		cut := &cutPipeline{between: func() {
 			if err := dropper.Drop(ctx); err != nil {
 				t.Error(err)
 			}
+			if !onWrite {
+				if err := dropper.Create(ctx); err != nil {
+					t.Error(err)
+				}
+			}
 		}}
 		rdb.AddHook(cut)
-		c := newCounting(t, rdb, "cut", Options{Capacity: 1000})
+		c := newCounting(t, rdb, "cut", o)
 		batch := make([]string, c.f.perCall()+4) // two calls
 		for i := range batch {
 			batch[i] = fmt.Sprint("item-", i)
@@ -402,7 +430,7 @@ func (h *cutPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // was sent, applying its first calls again each time).
 func TestOnceLongBatch(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "long", Options{Capacity: 10_000, IDLifetime: 4 * time.Second})
+		c := created(t, newCounting(t, rdb, "long", Options{Capacity: 10_000, IDLifetime: 4 * time.Second}))
 		clk := newClock(time.UnixMilli(1_700_000_000_000))
 		c.f.now = func() time.Time { // a second more at every look: a call a record bucket
 			clk.t = clk.t.Add(time.Second)
@@ -430,7 +458,7 @@ func TestOnceLongBatch(t *testing.T) {
 // 30,000 items a second time).
 func TestOnceSlowReplay(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "slow-replay", Options{Capacity: 10_000, IDLifetime: 4 * time.Second})
+		c := created(t, newCounting(t, rdb, "slow-replay", Options{Capacity: 10_000, IDLifetime: 4 * time.Second}))
 		clk := newClock(time.UnixMilli(1_700_000_000_000))
 		c.f.now = clk.now
 		batch := make([]string, 10*c.f.perCall())

@@ -18,7 +18,7 @@ import (
 // master, which the error says).
 func TestWaitReplicas(t *testing.T) {
 	_, replica, rdb, rep := startReplicated(t)
-	c := must(NewCounting(rdb, "replicated", Options{Capacity: 1000, WaitReplicas: 1, WaitTimeout: 2 * time.Second})).on(t)
+	c := created(t, must(NewCounting(rdb, "replicated", Options{Capacity: 1000, WaitReplicas: 1, WaitTimeout: 2 * time.Second})).on(t))
 	start := time.Now()
 	if _, err := c.AddMany(ctx, []string{"a", "b"}); err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestWaitReplicasCluster(t *testing.T) {
 	cl, rdb := clusterClient(t)
 	replicas := cl.AddReplicas(t)
 	masters := cl.Addrs()
-	c := must(NewCounting(rdb, "replicated", Options{Capacity: 6000, Partitions: 6, WaitReplicas: 1, WaitTimeout: 2 * time.Second})).on(t)
+	c := created(t, must(NewCounting(rdb, "replicated", Options{Capacity: 6000, Partitions: 6, WaitReplicas: 1, WaitTimeout: 2 * time.Second})).on(t))
 	items := make([]string, 600)
 	for i := range items {
 		items[i] = fmt.Sprint("item-", i)
@@ -136,7 +136,7 @@ func TestFailoverWaitReplicas(t *testing.T) {
 	replicas := cl.AddReplicas(t)
 	masters := cl.Addrs()
 	o := Options{Capacity: 6000, Partitions: 3, WaitReplicas: 1, WaitTimeout: 5 * time.Second}
-	c := must(NewCounting(rdb, "failover", o)).on(t)
+	c := created(t, must(NewCounting(rdb, "failover", o)).on(t))
 	items := make([]string, 600)
 	for i := range items {
 		items[i] = fmt.Sprint("item-", i)
@@ -198,7 +198,7 @@ func TestClusterMasterLostReloads(t *testing.T) {
 	replicas := cl.AddReplicas(t)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRedirects: -1})
 	defer rdb.Close()
-	c := must(NewCounting(rdb, "master-lost", Options{Capacity: 6000, Partitions: 3})).on(t)
+	c := created(t, must(NewCounting(rdb, "master-lost", Options{Capacity: 6000, Partitions: 3})).on(t))
 	items := make([]string, 300)
 	for i := range items {
 		items[i] = fmt.Sprint("item-", i)

@@ -38,6 +38,7 @@ func runOnMasters(ctx context.Context, cc *redis.ClusterClient, script *redis.Sc
 		pending[i] = i
 	}
 	var wait backoff
+	var failed *partialError             // the first group that failed, and what the others answered
 	resends := cc.Options().MaxRedirects // of a group whose connection failed
 	for len(pending) > 0 {
 		groups := map[*redis.Client][]int{}
@@ -86,12 +87,23 @@ func runOnMasters(ctx context.Context, cc *redis.ClusterClient, script *redis.Sc
 					// its successor, whether or not this one is sent again.
 					cc.ReloadState(ctx)
 				}
-				return nil, r.err
+				if failed == nil {
+					failed = &partialError{replies: out, refused: make([]bool, len(calls)), err: r.err}
+				}
+				var pe *partialError
+				if errors.As(r.err, &pe) {
+					for j, i := range r.at {
+						out[i], failed.refused[i] = pe.replies[j], pe.refused[j]
+					}
+				}
 			default:
 				for j, i := range r.at {
 					out[i] = r.replies[j]
 				}
 			}
+		}
+		if failed != nil {
+			return nil, failed
 		}
 		if lost {
 			resends--

@@ -37,7 +37,7 @@ func TestResize(t *testing.T) {
 func testResize(t *testing.T, client func() redis.UniversalClient) {
 	small := Options{Capacity: 1000, Partitions: 1}
 	big := Options{Capacity: 20_000, Partitions: 3}
-	c := newCounting(t, client(), "grow", small)
+	c := created(t, newCounting(t, client(), "grow", small))
 	stable := make([]string, 3000)
 	for i := range stable {
 		stable[i] = fmt.Sprint("stable-", i)
@@ -148,8 +148,10 @@ func testResize(t *testing.T, client func() redis.UniversalClient) {
 	if err != nil {
 		t.Fatalf("Resize: %v", err)
 	}
-	if _, err := c.Add(ctx, "through the old handle"); !errors.Is(err, ErrParamsMismatch) {
-		t.Errorf("Add through a handle of the old size after the resize: %v, want ErrParamsMismatch", err)
+	if _, err := c.Add(ctx, "through the old handle"); err != nil {
+		t.Errorf("Add through a handle of the old size after the resize: %v, want it to follow the resize", err)
+	} else if !must(grown.Test(ctx, "through the old handle")).on(t) {
+		t.Error("an Add through a handle of the old size after the resize is not in the resized filter")
 	}
 	time.Sleep(50 * time.Millisecond) // the writers go on after the switch
 	shrunk, err := grown.Resize(ctx, Options{Capacity: 10_000, Partitions: 1}, fill)
@@ -188,7 +190,7 @@ func testResize(t *testing.T, client func() redis.UniversalClient) {
 // again after the switch is not applied again.
 func TestResizeKeepsIDs(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "ids", Options{Capacity: 100, Partitions: 2})
+	c := created(t, newCounting(t, rdb, "ids", Options{Capacity: 100, Partitions: 2}))
 	must(c.AddMany(ctx, []string{"x", "x"})).on(t)
 	must(c.RemoveOnce(ctx, "x", "del-1")).on(t)
 	bigger, err := c.Resize(ctx, Options{Capacity: 10_000, Partitions: 2}, func(add func([]string) error) error {
@@ -213,7 +215,7 @@ func TestResizeKeepsIDs(t *testing.T) {
 // hashes and every id was applied again).
 func TestOnceReplayAfterResize(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "once-resized", Options{Capacity: 10000, ErrorRate: 0.01, Partitions: 1}) // k = 7: 36 items a call
+	c := created(t, newCounting(t, rdb, "once-resized", Options{Capacity: 10000, ErrorRate: 0.01, Partitions: 1})) // k = 7: 36 items a call
 	batch := make([]string, 36)
 	for i := range batch {
 		batch[i] = fmt.Sprint("r-", i)
@@ -304,7 +306,7 @@ func TestFullMidResizeUndone(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		name := fmt.Sprint("undo-max-", hold)
 		o := Options{Capacity: 1000, Partitions: 1}
-		other := newCounting(t, admin, name, o)
+		other := created(t, newCounting(t, admin, name, o))
 		base := []string{"b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"}
 		must(other.AddMany(ctx, base)).on(t)
 		hook := &afterForward{hold: hold, before: func() { must(other.AddMany(ctx, []string{"o1", "o2"})).on(t) }}
@@ -340,7 +342,7 @@ func TestFullMidResizeUndone(t *testing.T) {
 
 	// A full cuckoo filter; the undo's re-send held until the resize is done.
 	o := Options{Slots: 16, Hashes: 13, Partitions: 1}
-	old := newCuckooT(t, admin, "undo-switched", o)
+	old := created(t, newCuckooT(t, admin, "undo-switched", o))
 	var held []string
 	for i := range 60 {
 		if _, err := old.Add(ctx, fmt.Sprint("b", i)); err == nil {
@@ -391,7 +393,7 @@ func TestOnceForwardedThenSwitched(t *testing.T) {
 			}
 			return newCounting(t, rdb, name, o)
 		}
-		resizer := open(admin)
+		resizer := created(t, open(admin))
 		must(resizer.Add(ctx, "base")).on(t)
 		hook := &afterForward{release: make(chan struct{})}
 		hook.n.Store(1) // hold the first call after the forward
@@ -423,7 +425,7 @@ func TestOnceForwardedThenSwitched(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("%s: AddManyOnce whose call came after the switch: %v, want it done", mode, err)
 		}
-		re := must(Open(ctx, admin, name)).on(t)
+		re := must(Open(ctx, admin, name, Options{})).on(t)
 		if _, err := re.AddManyOnce(ctx, []string{"x", "y"}, "event-1"); err != nil {
 			t.Errorf("%s: event-1 sent again: %v", mode, err)
 		}
@@ -455,7 +457,7 @@ func TestOnceForwardedThenSwitched(t *testing.T) {
 func TestOnceForwardSlowReplay(t *testing.T) {
 	admin := realRedis(t)
 	o := Options{Capacity: 10_000, Partitions: 1, IDLifetime: 4 * time.Second}
-	c := newCounting(t, admin, "fwd-slow", o)
+	c := created(t, newCounting(t, admin, "fwd-slow", o))
 	wrdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})
 	defer wrdb.Close()
 	wrdb.AddHook(&failForwarded{})

@@ -2,7 +2,9 @@ package rbloom
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,17 +42,46 @@ func runPipelined(ctx context.Context, rdb Client, script *redis.Script, fcall b
 		return nil, err
 	}
 	out := make([]string, len(cmds))
+	var failed *partialError
 	for i, cmd := range cmds {
 		s, err := cmd.Text()
 		if err != nil {
 			if fcall {
 				err = functionError(script, err)
 			}
-			return nil, err
+			if failed == nil {
+				failed = &partialError{replies: out, refused: make([]bool, len(cmds)), err: err}
+			}
+			failed.refused[i] = refusal(err)
+			continue
 		}
 		out[i] = s
 	}
+	if failed != nil {
+		return nil, failed
+	}
 	return out, nil
+}
+
+// partialError is runScripts's error when some of its calls failed: the
+// replies of the others ("" for the failed ones), which calls one of our
+// scripts refused (refusal), and the first failure.
+type partialError struct {
+	replies []string
+	refused []bool
+	err     error
+}
+
+func (e *partialError) Error() string { return e.err.Error() }
+
+func (e *partialError) Unwrap() error { return e.err }
+
+// refusal reports whether err is one of our scripts' error replies, which
+// they give only before their first write: the call wrote nothing (but
+// perhaps the record of its refusal).
+func refusal(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "RBLOOM_")
 }
 
 // pipelineScripts makes the calls as runPipelined does and returns them,

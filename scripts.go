@@ -51,7 +51,7 @@ var luaConstants = fmt.Sprintf(`-- Written by scripts.go from the Go constants.
 local HEADER = %d
 local IDENTITY = %d
 local ITEMS_BYTE = %d
-local MARK_BYTE, MARK_REBUILD, MARK_RESIZE = %d, %d, %d
+local MARK_BYTE, MARK_REBUILD, MARK_RESIZE, MARK_LOAD = %d, %d, %d, %d
 local INC_BYTE, INC_SIZE = %d, %d
 local RESERVED_BYTE = %d
 local DEFAULT_ONCE = %d
@@ -67,7 +67,7 @@ local RING_BUCKET_BYTE, RING_W_BYTE, RING_CURSOR_BYTE = %d, %d, %d
 local RING_POSITIONS_BYTE, RING_POSITION_SIZE, RING_FIELD_BITS = %d, %d, %d
 local CUCKOO, CUCKOO_BUCKET, MIN_FP, MAX_FP = %d, %d, %d, %d
 local CUCKOO_MAX_LOAD, CUCKOO_KICKS, CUCKOO_ITEMS, CUCKOO_MIX = %g, %d, %d, %d
-`, headerSize, identitySize, itemsByte, markByte, markRebuild, markResize, incByte, incSize, reservedByte, int64(DefaultIDLifetime/time.Second), magic, formatVersion,
+`, headerSize, identitySize, itemsByte, markByte, markRebuild, markResize, markLoad, incByte, incSize, reservedByte, int64(DefaultIDLifetime/time.Second), magic, formatVersion,
 	ModeCounting, ModeClassic, MaxHashes, MaxPartitions, maxStringBytes,
 	strings.Repeat(`\0`, headerSize-reservedByte), onceFieldBytes, recordTagBytes, onceRecordKeys,
 	ringBucketByte, ringWByte, ringCursorByte, ringPositionsByte, ringPositionSize, ringFieldBits,

@@ -19,7 +19,7 @@ import (
 // and no string grows (one bad BITFIELD offset can allocate 512 MB).
 func TestForgedArguments(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "target", Options{Slots: 100, Hashes: 2})
+		c := created(t, newCounting(t, rdb, "target", Options{Slots: 100, Hashes: 2}))
 		must(c.Add(ctx, "a")).on(t)
 		end := strconv.Itoa(headerBits + 100*4) // first bit past the last counter
 		huge := header{mode: ModeCounting, k: 2, m: 1 << 31, partitions: 1}.encode()
@@ -111,7 +111,9 @@ func readByTonumber(name string) bool {
 // first answer and change nothing.
 func TestRetryAppliesOnce(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		c := newCounting(t, rdb, "retry", Options{Slots: 64, Hashes: 3})
+		// CreateOnWrite: the add creates the filter, and its re-send must
+		// answer so too.
+		c := newCounting(t, rdb, "retry", Options{Slots: 64, Hashes: 3, CreateOnWrite: true})
 		ab := []string{"a", "b"}
 		add := c.f.call(c.f.addOp(), 0, 0, ab, c.f.place(ab), []int{0, 1})
 		remove := c.f.call(c.f.removeOp(), 0, 0, ab, c.f.place(ab), []int{0})
@@ -166,7 +168,7 @@ func TestLuaLayoutFromGo(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"local HEADER = 64\n", "local MARK_BYTE, MARK_REBUILD, MARK_RESIZE = 48, 1, 2\n", "local MAGIC = \"rbloom\"\n", "local COUNTING, CLASSIC = 99, 98\n"} {
+	for _, want := range []string{"local HEADER = 64\n", "local MARK_BYTE, MARK_REBUILD, MARK_RESIZE, MARK_LOAD = 48, 1, 2, 3\n", "local MAGIC = \"rbloom\"\n", "local COUNTING, CLASSIC = 99, 98\n"} {
 		if !strings.Contains(luaConstants, want) {
 			t.Errorf("luaConstants lacks %q:\n%s", want, luaConstants)
 		}
@@ -179,7 +181,7 @@ func TestLuaLayoutFromGo(t *testing.T) {
 // ErrNotFilter), and writes nothing either way.
 func TestReadScriptRefuses(t *testing.T) {
 	rdb := realRedis(t)
-	c := newCounting(t, rdb, "read-lua", Options{Slots: 100, Hashes: 2})
+	c := created(t, newCounting(t, rdb, "read-lua", Options{Slots: 100, Hashes: 2}))
 	must(c.Add(ctx, "a")).on(t)
 	key := c.f.parts[0].key
 	rdb.RPush(ctx, "read-lua-list", "x")

@@ -131,6 +131,9 @@ func exerciseWith(ctx context.Context, rdb redis.UniversalClient, name string, u
 	if err != nil {
 		return err
 	}
+	if err := bits.Create(ctx); err != nil {
+		return fmt.Errorf("classic Create: %w", err)
+	}
 	if _, err := bits.Add(ctx, "a"); err != nil {
 		return fmt.Errorf("classic Add: %w", err)
 	}
@@ -144,6 +147,9 @@ func exerciseWith(ctx context.Context, rdb redis.UniversalClient, name string, u
 	b, err := NewClassic(rdb, name+"-classic", Options{Capacity: 1000, Partitions: 3, UseFunctions: useFunctions})
 	if err != nil {
 		return err
+	}
+	if err := b.Create(ctx); err != nil {
+		return fmt.Errorf("classic Create: %w", err)
 	}
 	if _, err := b.AddMany(ctx, items[:50]); err != nil {
 		return fmt.Errorf("classic AddMany: %w", err)
@@ -191,7 +197,7 @@ func exerciseWith(ctx context.Context, rdb redis.UniversalClient, name string, u
 	if in, err := w.Info(ctx); err != nil || len(in.Generations) == 0 {
 		return fmt.Errorf("Window.Info = %+v, %v", in, err)
 	}
-	opened, err := Open(ctx, rdb, name)
+	opened, err := Open(ctx, rdb, name, Options{})
 	if err != nil {
 		return fmt.Errorf("Open: %w", err)
 	}
@@ -203,7 +209,7 @@ func exerciseWith(ctx context.Context, rdb redis.UniversalClient, name string, u
 			return fmt.Errorf("Drop: %w", err)
 		}
 	}
-	if _, err := Open(ctx, rdb, name); !errors.Is(err, ErrNotFound) {
+	if _, err := Open(ctx, rdb, name, Options{}); !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("Open after Drop: %v, want ErrNotFound", err)
 	}
 	return nil
@@ -356,7 +362,7 @@ func TestScriptErrorIsNotWrongType(t *testing.T) {
 	addr := rbloomtest.StartRedis(t)
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
-	must(newCounting(t, admin, "healthy", Options{Capacity: 100}).Add(ctx, "a")).on(t)
+	must(created(t, newCounting(t, admin, "healthy", Options{Capacity: 100})).Add(ctx, "a")).on(t)
 	without := slices.DeleteFunc(slices.Clone(aclCommands), func(c string) bool { return c == "+getrange" })
 	if err := admin.Do(ctx, aclSetUser(without)...).Err(); err != nil {
 		t.Fatal(err)
@@ -461,7 +467,7 @@ func TestErrorsHideSecrets(t *testing.T) {
 			"Create":     func() error { return c.Create(ctx) },
 			"Info":       func() error { _, err := c.Info(ctx); return err },
 			"Drop":       func() error { return c.Drop(ctx) },
-			"Open":       func() error { _, err := Open(ctx, rdb, "f"); return err },
+			"Open":       func() error { _, err := Open(ctx, rdb, "f", Options{}); return err },
 		}
 		for _, name := range sortedKeys(calls) {
 			err := calls[name]()
@@ -493,7 +499,7 @@ func TestInfoFailsWithoutAuth(t *testing.T) {
 	addr := rbloomtest.StartRedis(t, "--requirepass", "right")
 	admin := redis.NewClient(&redis.Options{Addr: addr, Password: "right"})
 	defer admin.Close()
-	must(newCounting(t, admin, "f", Options{Capacity: 100}).Add(ctx, "a")).on(t)
+	must(created(t, newCounting(t, admin, "f", Options{Capacity: 100})).Add(ctx, "a")).on(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, Password: "wrong", MaxRetries: -1})
 	defer rdb.Close()
 	in, err := newCounting(t, rdb, "f", Options{Capacity: 100}).Info(ctx)

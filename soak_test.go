@@ -66,7 +66,7 @@ func TestSoak(t *testing.T) {
 	if pipelinePoolSize == 0 {
 		pipelinePoolSize = redis.DefaultPipelinePoolSize
 	}
-	c := newCounting(t, rdb, "soak", opts)
+	c := created(t, newCounting(t, rdb, "soak", opts))
 
 	var (
 		wg                 sync.WaitGroup

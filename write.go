@@ -32,10 +32,11 @@ type writeOp struct {
 	start  time.Time     // under opID, when the batch started: its calls' records are filed by it
 }
 
-// addOp is an add; a filter of one key may be created by any add, the
-// partitions of a larger one only together, by createAll.
+// addOp is an add. With Options.CreateOnWrite, a filter of one key may be
+// created by any add, the partitions of a larger one only together, by
+// createAll; without, no add creates anything.
 func (f *filter) addOp() writeOp {
-	return writeOp{name: "add", script: f.addScript(), create: len(f.parts) == 1, keep: f.retryKeep}
+	return writeOp{name: "add", script: f.addScript(), create: f.onWrite && len(f.parts) == 1, keep: f.retryKeep}
 }
 
 func (f *filter) removeOp() writeOp {
@@ -93,13 +94,16 @@ func (f *filter) writeOnce(ctx context.Context, op writeOp, items []string, opID
 // parallel).
 func (f *filter) write(ctx context.Context, op writeOp, items []string) ([]bool, error) {
 	out := make([]bool, len(items))
-	if err := f.writeChunks(ctx, op, items, out); err != nil {
-		return nil, callError(op.name, err)
+	done := make([]Outcome, len(items))
+	if err := f.writeChunks(ctx, op, items, out, done); err != nil {
+		return nil, callError(op.name, batchFailed(scriptError(err), done, out))
 	}
 	return out, nil
 }
 
-func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, out []bool) error {
+// writeChunks applies op to items, setting out to the answers and done to
+// what was done to each item (Unknown while its call is in flight).
+func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, out []bool, done []Outcome) error {
 	perCall := f.perCall()
 	seq := make([]int, len(f.parts)) // the calls made so far to each partition
 	for lo, hi := range spans(len(items), f.perRoundTrip()) {
@@ -114,6 +118,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 		var fwd []int     // the calls that sent their items to target's copies
 		var fwdOut []bool // and the copies' answers for those items
 		for try := 0; len(calls) > 0; try++ {
+			mark(done[lo:], answers, Unknown)
 			replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
 			if err != nil && fwd != nil {
 				if errors.Is(scriptError(err), ErrFull) {
@@ -121,20 +126,26 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 				}
 				if at := positions(answers, fwd); op.opID != "" && len(at) == len(items) {
 					// Forwarded whole, then refused: perhaps the resize switched.
-					if done, err := f.recordForwarded(ctx, op, target, items, at, fwdOut, out); done {
+					if recorded, err := f.recordForwarded(ctx, op, target, items, at, fwdOut, out); recorded {
+						if err == nil {
+							mark(done, [][]int{at}, Applied)
+						}
 						return err
 					}
 				}
 			}
 			if err != nil {
+				settlePartial(err, answers, out[lo:], done[lo:])
 				return err
 			}
 			var again []scriptCall
 			var againAt [][]int
+			forwarded := forwardedAt{target: target, at: positions(answers, fwd), out: fwdOut}
 			target, fwd = "", nil
 			missing := false
 			for c, r := range replies {
-				if r == "?" {
+				if r == "?" { // nothing written
+					mark(done[lo:], answers[c:c+1], NotApplied)
 					again, againAt, missing = append(again, calls[c]), append(againAt, answers[c]), true
 					continue
 				}
@@ -147,6 +158,12 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 				}
 				// A '+' says that the call created its partition.
 				if err := answer(strings.TrimPrefix(r, "+"), answers[c], out[lo:]); err != nil {
+					return err
+				}
+				mark(done[lo:], answers[c:c+1], Applied)
+			}
+			if op.absent && forwarded.at != nil {
+				if err := f.forwardAdded(ctx, op, forwarded, chunk, out[lo:], done[lo:]); err != nil {
 					return err
 				}
 			}
@@ -184,26 +201,48 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 			switch {
 			case err != nil:
 				return err
-			case !exists && !op.remove:
-				if err := f.createAll(ctx, true); err != nil {
+			case exists:
+			case !f.onWrite:
+				// Made only on purpose: a write must not make a lost
+				// filter again, empty. A handle with a Source loads it,
+				// and the calls go again once the load holds it.
+				if err := f.awaitLoad(ctx); err != nil {
 					return err
 				}
-			case !exists && f.mustExist:
-				return failf(ErrNotFound, "%s", f.name)
-			case !exists && op.opID != "":
+			case !op.remove, op.opID != "":
 				// A once remove records its answer, "absent", so that a
 				// replay after the item is added removes nothing: the
 				// record needs the filter.
 				if err := f.createAll(ctx, true); err != nil {
 					return err
 				}
-			case !exists: // a remove from a filter that does not exist: all absent
+			default: // a remove from a filter that does not exist: all absent
+				mark(done[lo:], againAt, Applied)
 				again = nil
 			}
 			calls, answers = again, againAt
 		}
 	}
 	return nil
+}
+
+// settlePartial sets, after err failed a round of calls whose items are at
+// answers, what the calls that were answered did, and that the items of
+// calls a script refused were not applied. The others stay Unknown.
+func settlePartial(err error, answers [][]int, out []bool, done []Outcome) {
+	var pe *partialError
+	if !errors.As(err, &pe) {
+		return
+	}
+	for c, r := range pe.replies {
+		r = strings.TrimPrefix(r, "+")
+		switch {
+		case pe.refused[c], r == "?":
+			mark(done, answers[c:c+1], NotApplied)
+		case len(r) == len(answers[c]) && r != "" && answer(r, answers[c], out) == nil:
+			mark(done, answers[c:c+1], Applied)
+		}
+	}
 }
 
 // positions returns the positions of the items of the calls cs, whose
@@ -237,12 +276,53 @@ func (f *filter) forward(ctx context.Context, target string, op writeOp, items [
 		return nil, err
 	}
 	fwd := next.addOp()
-	fwd.create, fwd.fill = false, true
+	// A TestOrAdd adds to the new filter only what is absent there too:
+	// another copy of an item the fill already put there would count it
+	// twice (in a cuckoo filter, fill its buckets).
+	fwd.create, fwd.fill, fwd.absent = false, true, op.absent
 	out, err := next.write(ctx, next.partOf(op, fwd, "forward", items), items)
 	if err != nil {
 		return nil, fmt.Errorf("%s is being resized, and the new filter's copies refused the items (open it again once the resize is over): %w", f.name, err)
 	}
 	return out, nil
+}
+
+// forwardedAt is what a round of calls sent to the copies of the filter
+// being resized into (target): the positions of the items, and the copies'
+// answers for them.
+type forwardedAt struct {
+	target string
+	at     []int
+	out    []bool
+}
+
+// forwardAdded completes a TestOrAdd whose items were forwarded to the
+// copies of a resize as a TestOrAdd too, so that an item the copies hold
+// (from the fill) gets no second copy there: the items f's own partitions
+// then added, but the copies answered present for, may be there only as
+// false positives, and are added to the copies now. Where the resize has
+// switched meanwhile, they go to the resized filter.
+func (f *filter) forwardAdded(ctx context.Context, op writeOp, fw forwardedAt, chunk []string, out []bool, done []Outcome) error {
+	var late []string
+	for j, pos := range fw.at {
+		if done[pos] == Applied && !out[pos] && j < len(fw.out) && fw.out[j] {
+			late = append(late, chunk[pos])
+		}
+	}
+	if len(late) == 0 {
+		return nil
+	}
+	plain := op
+	plain.absent = false
+	_, err := f.forward(ctx, fw.target, plain, late)
+	if errors.Is(err, ErrRebuildLost) {
+		if g := f.followed(ctx, failf(ErrParamsMismatch, "switched")); g != nil {
+			_, err = g.write(ctx, g.partOf(op, g.addOp(), "added", late), late)
+		} else {
+			err = nil // the resize gave up: f's partitions hold the items
+		}
+	}
+	return err
 }
 
 // recordForwarded is called when the calls of op to f's own partitions
@@ -556,6 +636,12 @@ func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
 	}
 	replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
 	if err != nil {
+		if mayCreate {
+			// Out of memory, a lost connection, the context: the
+			// partitions made so far would be a damaged filter that
+			// nothing but a Drop of these parameters could see.
+			return f.unmake(ctx, inc, err)
+		}
 		return err
 	}
 	for p, r := range replies {
@@ -564,4 +650,34 @@ func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
 		}
 	}
 	return nil
+}
+
+// unmake deletes the partitions of incarnation inc, which a createAll that
+// failed with err made, and returns err (with unmake's own failure). A
+// partition of another incarnation, made by another process, stays.
+func (f *filter) unmake(ctx context.Context, inc string, err error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unforwardTimeout)
+	defer cancel()
+	pipe := f.rdb.Pipeline()
+	incs := make([]*redis.StringCmd, len(f.parts))
+	for p, part := range f.parts {
+		incs[p] = pipe.GetRange(ctx, part.key, incByte, incByte+incSize-1)
+	}
+	if _, gerr := pipe.Exec(ctx); gerr != nil && !redis.HasErrorPrefix(gerr, "WRONGTYPE") {
+		return fmt.Errorf("%w; and then, deleting the partitions it made: %w", err, gerr)
+	}
+	var made []string
+	for p, cmd := range incs {
+		if cmd.Val() == inc {
+			made = append(made, f.parts[p].key)
+		}
+	}
+	pipe = f.rdb.Pipeline() // one DEL a key: they are in other cluster slots
+	for _, key := range made {
+		pipe.Del(ctx, key)
+	}
+	if _, derr := pipe.Exec(ctx); derr != nil {
+		return fmt.Errorf("%w; and then, deleting the partitions it made: %w", err, derr)
+	}
+	return err
 }

@@ -1,6 +1,6 @@
 -- add.lua: add items to a filter. Each call is atomic: every item's k slots
--- are incremented (counting) or set (classic) together. The first add
--- creates the filter.
+-- are incremented (counting) or set (classic) together. A call creates a
+-- missing partition only when told to (Create, Options.CreateOnWrite).
 --
 -- KEYS[1]   the partition's key
 -- KEYS[2]   the partition's copy being rebuilt (KEYS[1] .. ':next'); the
@@ -29,7 +29,10 @@
 -- ARGV[7]   the record's tag: a digest of the items an operation id was
 --           used for (RECORD_TAG bytes); empty for a call's random record
 -- ARGV[8]   '1' to add only the items that test absent (each seeing the
---           slots the ones before it in this call set), '0' to add all
+--           slots the ones before it in this call set), '0' to add all;
+--           while KEYS[1] is being loaded (MARK_LOAD), '1' is refused with
+--           RBLOOM_LOADING, and '0' answers '1' for every item: whether
+--           it was there is not known yet
 -- ARGV[9..] the bit offsets of each item's k slots, in decimal, item after
 --           item: a counter (u4) is incremented, saturating at 15, a bit
 --           (u1) is set. None creates the partition and adds nothing.
@@ -74,6 +77,10 @@ if cut then return FIRST_MISSING end
 local copy
 copy, err = copyOf(head, f, copyKey)
 if err then return err end
+local loads = loading(head)
+if loads and onlyAbsent == '1' then
+  return reject('LOADING', key .. ' is being loaded: whether an item is absent is not known yet')
+end
 if not exists then
   -- The creation below writes before BITFIELD, so BITFIELD must not be
   -- able to fail: it refuses offsets that Lua reads as numbers.
@@ -151,7 +158,9 @@ if not exists then
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
 
-if not out then -- all were added: an item was there if none of its slots was zero
+if loads then
+  out = {string.rep('1', n)}
+elseif not out then -- all were added: an item was there if none of its slots was zero
   local j, k = FIRST_SLOT_REPLY, f.k
   out = {}
   for i = 1, n do

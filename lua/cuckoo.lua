@@ -4,8 +4,8 @@
 -- reached, or CUCKOO_KICKS kicks without a free slot) fails the whole call
 -- with RBLOOM_FULL having written nothing but, after a forward (ARGV[4]
 -- 'f') or under an operation id, the record of its refusal (see full in
--- filter.lua), so every fingerprint it kicked stays where it was. The
--- first insert creates the partition.
+-- filter.lua), so every fingerprint it kicked stays where it was. An
+-- insert creates a missing partition only when ARGV[4] is '1'.
 --
 -- The partition: the 64-byte header (header.go, mode 'k', k = f the
 -- fingerprint width, m the number of buckets), then m buckets of
@@ -30,7 +30,9 @@
 -- ARGV[6]   the record's field, as in add.lua
 -- ARGV[7]   the record's tag, as in add.lua
 -- ARGV[8]   '1' to insert only the items not present (TestOrAdd), '0' to
---           insert every one (another copy of an item present)
+--           insert every one (another copy of an item present); while
+--           KEYS[1] is being loaded, '1' is refused with RBLOOM_LOADING and
+--           an insert answers '1' for every item, as in add.lua
 -- ARGV[9]   'a' insert, 'd' delete
 -- ARGV[10..] per item, its first bucket b1 (0 to m-1) and its fingerprint
 --           (1 to 2^f - 1), in decimal; at most CUCKOO_ITEMS items
@@ -99,6 +101,10 @@ local copy
 if op == 'a' then
   copy, err = copyOf(head, f, copyKey)
   if err then return err end
+end
+local loads = loading(head)
+if loads and op == 'a' and onlyAbsent == '1' then
+  return reject('LOADING', key .. ' is being loaded: whether an item is absent is not known yet')
 end
 if exists and n == 0 then return '' end -- nothing to do, nothing to record
 if exists and op == 'a' and create ~= 'f' then
@@ -294,7 +300,7 @@ for i = 1, n do
     local at1, free1 = scan(main, b, fp)
     local at2, free2 = scan(main, b2, fp)
     local seen = at1 or at2
-    out[i] = seen and '1' or '0'
+    out[i] = (seen or loads) and '1' or '0'
     if not (seen and onlyAbsent == '1') then
       local why = insert(main, b, b2, fp, free1, free2)
       if not why and other then

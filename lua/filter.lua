@@ -109,13 +109,22 @@ local function open(key, f)
   return true, head
 end
 
+-- loading reports whether the partition whose header is head is being
+-- loaded (MARK_LOAD, set by rebuild.lua): its slots do not hold every item
+-- yet, so nothing may be answered "absent" from them.
+local function loading(head)
+  return head ~= nil and string.byte(head, MARK_BYTE + 1) == MARK_LOAD
+end
+
 -- copyOf returns copy, the key of the partition's copy being rebuilt, when
--- the partition whose header is head is being rebuilt into it (header byte
--- 48 is 1, set by rebuild.lua) and it holds a copy of the same identity:
+-- the partition whose header is head is being rebuilt or loaded into it
+-- (MARK_REBUILD or MARK_LOAD) and it holds a copy of the same identity:
 -- every write then goes to both. It returns nil otherwise, or nil and an
 -- error reply.
 local function copyOf(head, f, copy)
-  if not head or string.byte(head, MARK_BYTE + 1) ~= MARK_REBUILD then return nil end
+  if not head then return nil end
+  local mark = string.byte(head, MARK_BYTE + 1)
+  if mark ~= MARK_REBUILD and mark ~= MARK_LOAD then return nil end
   local exists, _, err = open(copy, f)
   if err then return nil, err end
   if exists then return copy end

@@ -7,7 +7,11 @@
 -- KEYS[3]   the lease (KEYS[1] .. ':rebuild'): the token of the rebuild
 --           that holds the key, ':' and the key's state:
 --             m  a rebuild's partition, marked (MARK_REBUILD) at the claim
---             x  a rebuild's partition, missing at the claim
+--             x  a partition missing at the claim, which the claim made
+--                empty and marked MARK_LOAD: a load (reads of it fail
+--                with ErrLoading until the switch)
+--             l  a partition already marked MARK_LOAD at the claim (a
+--                load that did not finish): loaded again
 --             n  a partition of the filter a resize makes (it may hold a
 --                partition of the old filter, marked MARK_RESIZE)
 --             o  a partition of the old filter that the resize retires
@@ -21,21 +25,24 @@
 -- ARGV[4]   the lease in ms: the lease and the copy expire that long after
 --           the claim or the last renewal, so that a rebuild whose process
 --           died holds nothing for longer
--- ARGV[5]   the TTL in ms a partition that did not exist gets at the
---           switch, 0 for none
+-- ARGV[5]   the TTL in ms a partition that did not exist gets when the
+--           claim makes it, or at the switch; 0 for none
 -- ARGV[6]   mark: the new filter's header, to keep at KEYS[2] of a key the
 --           resize retires; '' for a key it keeps
 -- Returns   'ok', or an error reply, having written nothing:
 --   claim    (rebuild) RBLOOM_REBUILDING when another rebuild holds the
 --            lease. Else a fresh copy (the partition's header, no items,
 --            every slot zero), the partition marked MARK_REBUILD (add.lua
---            then adds to the copy too), the lease taken: m or x.
+--            then adds to the copy too), the lease taken: m. A missing
+--            partition is made, empty and marked MARK_LOAD (x); one marked
+--            MARK_LOAD keeps its mark (l): add.lua adds to both, reads
+--            refuse it.
 --   prepare  (resize, each key of the new filter) RBLOOM_REBUILDING as
 --            claim. Else a fresh copy with ARGV[1]'s header, the lease: n.
 --   mark     (resize, each key of the old filter, after prepare) as claim,
 --            but the mark is MARK_RESIZE (add.lua then sends its items to
 --            the new filter first), and the lease is o unless prepare
---            took it.
+--            took it; RBLOOM_LOADING when the partition is being loaded.
 --   renew    RBLOOM_LOST unless this rebuild holds the lease and the copy
 --            exists; extends both.
 --   check    RBLOOM_LOST unless renew would succeed and the key is as the
@@ -48,7 +55,9 @@
 --            'ok' rather than that the rebuild lost the key.
 --   release  the lease goes, if this rebuild's and in state s.
 --   abort    When this rebuild holds the lease, or nobody does: the mark
---            cleared, the copy and the lease deleted. Else nothing.
+--            cleared (MARK_LOAD stays: the partition's items are still
+--            not all there), the copy and the lease deleted, and a
+--            partition this claim made (x) deleted too. Else nothing.
 
 local key, copy, lease = KEYS[1], KEYS[2], KEYS[3]
 local step, token, target = ARGV[2], ARGV[3], ARGV[6]
@@ -91,29 +100,50 @@ local function markOf()
   return string.byte(head)
 end
 
--- fresh makes KEYS[2] an empty filter whose header is h, items and mark
--- zero, expiring with the lease.
-local function fresh(h)
+-- blank makes k an empty filter whose header is h with no items and the
+-- mark byte mark.
+local function blank(k, h, mark)
   h = string.sub(h, 1, ITEMS_BYTE) .. string.rep('\0', 8) ..
-    string.sub(h, ITEMS_BYTE + 9, MARK_BYTE) .. '\0' .. string.sub(h, MARK_BYTE + 2)
-  redis.call('DEL', copy)
-  redis.call('SETRANGE', copy, f.size - 1, '\0')
-  redis.call('SETRANGE', copy, 0, h)
+    string.sub(h, ITEMS_BYTE + 9, MARK_BYTE) .. string.char(mark) .. string.sub(h, MARK_BYTE + 2)
+  redis.call('DEL', k)
+  redis.call('SETRANGE', k, f.size - 1, '\0')
+  redis.call('SETRANGE', k, 0, h)
+end
+
+-- fresh makes KEYS[2] an empty filter whose header is h, unmarked,
+-- expiring with the lease.
+local function fresh(h)
+  blank(copy, h, 0)
   redis.call('PEXPIRE', copy, leaseMS)
 end
 
-if step == 'claim' or step == 'mark' then
+if step == 'mark' then
+  local exists, _, err = open(key, f)
+  if err then return err end
+  if exists and markOf() == MARK_LOAD then return reject('LOADING', key .. ' is being loaded: resize it once the load is over') end
+  if target ~= '' then redis.call('SET', copy, target, 'PX', leaseMS) end
+  if not ours then redis.call('SET', lease, token .. ':o', 'PX', leaseMS) end
+  if exists and markOf() ~= MARK_RESIZE then redis.call('SETRANGE', key, MARK_BYTE, string.char(MARK_RESIZE)) end
+  return 'ok'
+end
+
+if step == 'claim' then
   local exists, head, err = open(key, f)
   if err then return err end
-  if step == 'claim' then
-    fresh(exists and head or ARGV[1])
-    redis.call('SET', lease, token .. ':' .. (exists and 'm' or 'x'), 'PX', leaseMS)
-  else
-    if target ~= '' then redis.call('SET', copy, target, 'PX', leaseMS) end
-    if not ours then redis.call('SET', lease, token .. ':o', 'PX', leaseMS) end
+  fresh(exists and head or ARGV[1])
+  local mark, state = markOf(), 'm'
+  if not exists then
+    -- A load: the partition exists from now on, so that writes are kept
+    -- and reads are refused rather than answered "absent".
+    blank(key, ARGV[1], MARK_LOAD)
+    if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+    state = 'x'
+  elseif mark == MARK_LOAD then
+    state = 'l'
+  elseif mark ~= MARK_REBUILD then
+    redis.call('SETRANGE', key, MARK_BYTE, string.char(MARK_REBUILD))
   end
-  local mark = (step == 'claim') and MARK_REBUILD or MARK_RESIZE
-  if exists and markOf() ~= mark then redis.call('SETRANGE', key, MARK_BYTE, string.char(mark)) end
+  redis.call('SET', lease, token .. ':' .. state, 'PX', leaseMS)
   return 'ok'
 end
 
@@ -130,6 +160,10 @@ if step == 'abort' then
     return 'ok'
   end
   local mark = markOf()
+  if ours and state == 'x' and mark == MARK_LOAD then
+    redis.call('DEL', key, copy, lease) -- made by this claim: a load given up leaves nothing
+    return 'ok'
+  end
   if mark == MARK_REBUILD or mark == MARK_RESIZE then redis.call('SETRANGE', key, MARK_BYTE, '\0') end
   redis.call('DEL', copy, lease)
   return 'ok'
@@ -150,13 +184,12 @@ end
 -- replica that never got the mark, say, let adds reach the old counters
 -- alone, and replacing them would lose those adds.
 local mark = markOf()
-if (state == 'm' and mark ~= MARK_REBUILD) or (state == 'o' and mark ~= nil and mark ~= MARK_RESIZE) or
-    (state == 'n' and mark ~= nil and mark ~= MARK_RESIZE) then
+local loads = state == 'x' or state == 'l'
+if (state == 'm' and mark ~= MARK_REBUILD) or (loads and mark ~= MARK_LOAD) or
+    (state == 'o' and mark ~= nil and mark ~= MARK_RESIZE) or (state == 'n' and mark ~= nil and mark ~= MARK_RESIZE) then
   return reject('LOST', key .. (mark and ' is no longer marked for this rebuild' or ' vanished during the rebuild'))
-elseif state == 'x' and mark ~= nil then
-  return reject('LOST', key .. ' was created during the rebuild')
 end
-if state == 'n' or state == 'm' or state == 'x' then
+if state == 'n' or state == 'm' or loads then
   local _, _, copyErr = open(copy, f)
   if copyErr then return copyErr end
 end

@@ -104,12 +104,18 @@ func TestBadInput(t *testing.T) {
 		{name: "bad slot name", mut: func(c *Config) { c.Slot = "Items-Slot" }, want: ErrInvalid, says: "Config.Slot"},
 		{name: "classic filter", setup: func(t *testing.T) {
 			f, _ := rbloom.NewClassic(e.rdb, "items", rbloom.Options{Capacity: 1000})
+			if err := f.Create(ctx); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := f.Add(ctx, "x"); err != nil {
 				t.Fatal(err)
 			}
 		}, want: ErrFilter, says: "counting"},
 		{name: "filter loaded by someone else", setup: func(t *testing.T) {
 			f, _ := rbloom.NewCounting(e.rdb, "items", rbloom.Options{Capacity: 1000})
+			if err := f.Create(ctx); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := f.Add(ctx, "x"); err != nil {
 				t.Fatal(err)
 			}

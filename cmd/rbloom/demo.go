@@ -43,6 +43,9 @@ func demo(ctx context.Context, rdb redis.UniversalClient, where string, args []s
 			return err
 		}
 		defer f.Drop(ctx)
+		if err := f.Create(ctx); err != nil { // the rows start empty
+			return err
+		}
 	}
 	fmt.Fprintf(out, "rbloom demo on %s: %d items, target false-positive rate %g\n", where, *n, *p)
 

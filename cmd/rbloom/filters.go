@@ -69,7 +69,11 @@ func (s *sizing) resized() rbloom.Options {
 
 // filter returns the filter that the flags describe.
 func (s *sizing) filter(c *cli, name string) (rbloom.Filter, error) {
-	o := s.opts
+	return s.handle(c, name, s.opts)
+}
+
+// handle returns the filter that the flags describe, with o's settings.
+func (s *sizing) handle(c *cli, name string, o rbloom.Options) (rbloom.Filter, error) {
 	if !s.fs.Changed("error-rate") && (o.Slots != 0 || o.Hashes != 0) {
 		// With m or k given, the library records the rate they give at
 		// capacity rather than a target nobody asked for.
@@ -86,7 +90,7 @@ func (s *sizing) filter(c *cli, name string) (rbloom.Filter, error) {
 
 // open returns the filter called name as stored in Redis.
 func (c *cli) open(ctx context.Context, name string) (rbloom.Filter, error) {
-	f, err := rbloom.Open(ctx, c.rdb, name)
+	f, err := rbloom.Open(ctx, c.rdb, name, rbloom.Options{})
 	if errors.Is(err, rbloom.ErrNotFound) {
 		return nil, fmt.Errorf("no filter named %q (create it with: rbloom create %s --capacity N)", name, name)
 	}
@@ -108,25 +112,28 @@ func (c *cli) openCounting(ctx context.Context, name, what string) (removable, e
 		return nil, err
 	}
 	cf, ok := f.(removable)
-	if !ok {
+	if _, classic := f.(*rbloom.Classic); classic || !ok {
 		return nil, fmt.Errorf("%s is a classic filter, which cannot %s: only counting and cuckoo filters can", name, what)
 	}
 	return cf, nil
 }
 
 // openForWrite is open for add and load: with sizing flags it returns the
-// filter they describe, which the first write creates if it is missing and
-// which must match the stored one if not.
+// filter they describe, which the first write creates if it is missing
+// (the flags say what to make: Options.CreateOnWrite) and which must match
+// the stored one if not.
 func (c *cli) openForWrite(ctx context.Context, name string, s *sizing) (rbloom.Filter, error) {
 	sized, err := s.given()
 	if err != nil {
 		return nil, err
 	}
 	if sized {
-		f, err := s.filter(c, name)
+		o := s.opts
+		o.CreateOnWrite = true
+		f, err := s.handle(c, name, o)
 		return sizedFilter{f}, err
 	}
-	f, err := rbloom.Open(ctx, c.rdb, name)
+	f, err := rbloom.Open(ctx, c.rdb, name, rbloom.Options{})
 	if errors.Is(err, rbloom.ErrNotFound) {
 		return nil, fmt.Errorf("no filter named %q: create it with 'rbloom create %s --capacity N', or give --capacity N here", name, name)
 	}
@@ -270,8 +277,19 @@ func printInfo(c *cli, in *rbloom.Info) {
 	if in.Mode == rbloom.ModeCuckoo {
 		fmt.Fprintf(c.out, "%-15s %.3f of the slots (adds fail with ErrFull past %g)\n", "load:", in.Load, rbloom.CuckooMaxLoad)
 	}
+	if in.Loading {
+		fmt.Fprintf(c.out, "%-15s %s\n", "loading:", loadingRow(in))
+	}
 	warnOverfull(c, in)
 	warnEviction(c, in)
+}
+
+// loadingRow says who loads a filter being loaded, and what to do.
+func loadingRow(in *rbloom.Info) string {
+	if in.Rebuilding {
+		return "true: reads fail with ErrLoading until the load is over"
+	}
+	return "true, and nobody is loading it (the load died): run rbloom rebuild " + in.Name + " FILE"
 }
 
 // evictionRow says what the server's maxmemory-policy means for the filter.
@@ -341,6 +359,8 @@ type infoJSON struct {
 	NonZero                   uint64          `json:"non_zero_slots"`
 	Saturated                 uint64          `json:"saturated_counters"`
 	Damaged                   bool            `json:"damaged"`
+	Loading                   bool            `json:"loading"`
+	Rebuilding                bool            `json:"rebuilding"`
 	Overfull                  bool            `json:"overfull"`
 	Partitions                []partitionJSON `json:"partitions"`
 }
@@ -362,7 +382,7 @@ func printInfoJSON(c *cli, in *rbloom.Info) error {
 		FalsePositiveRate:         in.FalsePositiveRate,
 		MeasuredFalsePositiveRate: in.MeasuredFalsePositiveRate,
 		Fill:                      in.Fill, NonZero: in.NonZero, Saturated: in.Saturated,
-		Damaged: in.Damaged, Overfull: in.Overfull(),
+		Damaged: in.Damaged, Loading: in.Loading, Rebuilding: in.Rebuilding, Overfull: in.Overfull(),
 		Partitions: []partitionJSON{},
 	}
 	for _, p := range in.Partitions {
@@ -380,7 +400,7 @@ func setupDrop(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error 
 		// Open first, so that drop deletes only an rbloom filter. A filter
 		// that is not there is no error, as with DEL: what was asked for
 		// is done.
-		f, err := rbloom.Open(ctx, c.rdb, args[0])
+		f, err := rbloom.Open(ctx, c.rdb, args[0], rbloom.Options{})
 		if errors.Is(err, rbloom.ErrNotFound) {
 			fmt.Fprintf(c.out, "no filter named %s (nothing to drop)\n", printable(args[0]))
 			return nil

@@ -98,7 +98,7 @@ func TestInfo(t *testing.T) {
 		t.Errorf("info --json: partitions[0] = %v", parts[0])
 	}
 	health := []string{"false_positive_rate", "measured_false_positive_rate", "fill", "non_zero_slots",
-		"saturated_counters", "damaged", "overfull", "partitions"}
+		"saturated_counters", "damaged", "loading", "rebuilding", "overfull", "partitions"}
 	if len(got) != len(want)+len(health) {
 		t.Errorf("info --json has keys %v, want those of %v and %v", got, want, health)
 	}
@@ -145,6 +145,9 @@ func TestInfoCuckoo(t *testing.T) {
 	ctx := context.Background()
 	c, err := rbloom.NewCuckoo(rdb, "ck", rbloom.Options{Slots: 10, Hashes: 8})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.AddMany(ctx, []string{"a", "b", "c", "d", "e", "f", "g", "h"}); err != nil {

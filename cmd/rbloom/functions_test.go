@@ -28,6 +28,9 @@ func TestFunctionsCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Create(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Add(context.Background(), "a"); err != nil {
 		t.Errorf("Add with UseFunctions after 'functions install': %v", err)
 	}

@@ -180,7 +180,7 @@ func openListed(ctx context.Context, rdb redis.UniversalClient, name string) (*l
 	notFilter := func(err error) bool {
 		return errors.Is(err, rbloom.ErrNotFound) || errors.Is(err, rbloom.ErrNotFilter) || errors.Is(err, rbloom.ErrInvalidOptions)
 	}
-	f, err := rbloom.Open(ctx, rdb, name)
+	f, err := rbloom.Open(ctx, rdb, name, rbloom.Options{})
 	var in *rbloom.Info
 	if err == nil {
 		in, err = f.Info(ctx)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rbloom/rbloom"
 )
 
 // trusted reports whether the filter holds the key of every row of the
@@ -66,6 +69,9 @@ func (g *guard) trusted(ctx context.Context) (lineage string, ok bool, err error
 		return lineage, false, nil
 	}
 	ready, err := g.filter.Test(ctx, readyItem(lineage))
+	if errors.Is(err, rbloom.ErrNotFound) || errors.Is(err, rbloom.ErrLoading) {
+		return lineage, false, nil // lost by Redis, or a load that died
+	}
 	if err != nil {
 		return "", false, fmt.Errorf("filter: %w", err)
 	}

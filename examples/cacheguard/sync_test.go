@@ -333,6 +333,9 @@ func TestRunSyncMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := dual.Create(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := dual.Add(t.Context(), "item:x1"); err != nil {
 		t.Fatal(err)
 	}

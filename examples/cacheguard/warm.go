@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+
+	"github.com/rbloom/rbloom"
 )
 
 // warm loads every primary key of the table into the filter, in batches of
@@ -41,30 +44,33 @@ func (g *guard) warm(ctx context.Context, batch int) (int, error) {
 	}
 
 	n := 0
-	keys := make([]string, 0, batch)
-	flush := func() error {
-		if len(keys) == 0 {
+	fill := func(add func(items []string) error) error {
+		keys := make([]string, 0, batch)
+		flush := func() error {
+			if len(keys) == 0 {
+				return nil
+			}
+			if err := add(keys); err != nil {
+				return fmt.Errorf("filter: %w", err)
+			}
+			n += len(keys)
+			keys = keys[:0]
+			g.step("warm", "")
 			return nil
 		}
-		if _, err := g.filter.AddMany(ctx, keys); err != nil {
-			return fmt.Errorf("filter: %w", err)
+		err := g.table.ids(ctx, func(id string) error {
+			keys = append(keys, filterItem(id))
+			if len(keys) < batch {
+				return nil
+			}
+			return flush()
+		})
+		if err == nil {
+			err = flush()
 		}
-		n += len(keys)
-		keys = keys[:0]
-		g.step("warm", "")
-		return nil
+		return err
 	}
-	err = g.table.ids(ctx, func(id string) error {
-		keys = append(keys, filterItem(id))
-		if len(keys) < batch {
-			return nil
-		}
-		return flush()
-	})
-	if err == nil {
-		err = flush()
-	}
-	if err != nil {
+	if err := g.load(ctx, fill); err != nil {
 		return n, err
 	}
 	gen, err := g.adopt(ctx, lineage)
@@ -79,4 +85,21 @@ func (g *guard) warm(ctx context.Context, batch int) (int, error) {
 	}
 	g.lineage = lineage
 	return n, nil
+}
+
+// load runs fill into the filter: on top of what it holds, or, when Redis
+// has no filter (never made, or lost), as the load that makes it, which
+// lookups see as ErrLoading until it is done.
+func (g *guard) load(ctx context.Context, fill func(add func(items []string) error) error) error {
+	_, err := g.filter.Test(ctx, readyItem(""))
+	if errors.Is(err, rbloom.ErrNotFound) || errors.Is(err, rbloom.ErrLoading) {
+		return g.filter.Rebuild(ctx, fill)
+	}
+	if err != nil {
+		return fmt.Errorf("filter: %w", err)
+	}
+	return fill(func(items []string) error {
+		_, err := g.filter.AddMany(ctx, items)
+		return err
+	})
 }

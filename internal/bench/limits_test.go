@@ -29,6 +29,11 @@ func TestLocateMatchesLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range []rbloom.Filter{counting, classic} {
+		if err := f.Create(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := counting.AddMany(ctx, items); err != nil {
 		t.Fatal(err)
 	}

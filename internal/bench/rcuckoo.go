@@ -85,6 +85,9 @@ func (b *bench) measureRcuckoo(ctx context.Context) ([]cfUse, []ckChurn, error) 
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := counting.Create(ctx); err != nil {
+		return nil, nil, err
+	}
 	filters = append(filters, deletable{
 		name: fmt.Sprintf("rbloom Counting, p = %g", c.P), key: "rbloom:{" + ckMemName + "-counting}",
 		add: func(ctx context.Context, items []string) ([]bool, error) {
@@ -98,6 +101,9 @@ func (b *bench) measureRcuckoo(ctx context.Context) ([]cfUse, []ckChurn, error) 
 		name := ckMemName + "-" + strconv.Itoa(f)
 		ck, err := rbloom.NewCuckoo(b.rdb, name, rbloom.Options{Capacity: uint64(c.N), Hashes: f})
 		if err != nil {
+			return nil, nil, err
+		}
+		if err := ck.Create(ctx); err != nil {
 			return nil, nil, err
 		}
 		label := fmt.Sprintf("rbloom Cuckoo, %d-bit fingerprints", f)
@@ -171,6 +177,11 @@ func (b *bench) churn(ctx context.Context, load float64) (ckChurn, error) {
 		_ = ck.Drop(ctx)
 		_ = counting.Drop(ctx)
 	}()
+	for _, f := range []rbloom.Filter{ck, counting} {
+		if err := f.Create(ctx); err != nil {
+			return ckChurn{}, err
+		}
+	}
 	in, err := ck.Info(ctx)
 	if err != nil {
 		return ckChurn{}, err
