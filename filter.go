@@ -99,7 +99,10 @@ func (o Options) checkHandleOf(rdb Client, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	return o.checkHandle()
+	if err := o.checkHandle(); err != nil {
+		return err
+	}
+	return checkWaitTimeout(rdb, o.WaitReplicas, o.WaitTimeout)
 }
 
 // handle makes the handle, with o's settings, of the filter called name
@@ -112,7 +115,7 @@ func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
 		ttl: o.TTL, ttlMS: strconv.FormatInt(o.TTL.Milliseconds(), 10), mustExist: o.MustExist,
 		fcall: o.UseFunctions, now: time.Now, retryKeep: retryKeep(rdb)}
 	if o.WaitReplicas > 0 {
-		f.repl = replication{replicas: o.WaitReplicas, timeout: cmp.Or(o.WaitTimeout, time.Second)}
+		f.repl = replication{replicas: o.WaitReplicas, timeout: cmp.Or(o.WaitTimeout, defaultWaitTimeout)}
 	}
 	return f.withHeader(h), nil
 }
