@@ -79,3 +79,26 @@ func TestWaitTimeoutBound(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitAfterNoScript: a write's pipeline of EVALSHA and WAIT, sent
+// after the script cache was emptied, gets NOSCRIPT (the script did not
+// run) and WAIT's reply. The call is sent again with EVAL and applied, and
+// only then does its ErrNotReplicated mean what it says: applied on the
+// master, not acknowledged by the replicas.
+func TestWaitAfterNoScript(t *testing.T) {
+	_, replica, rdb, _ := startReplicated(t)
+	o := Options{Capacity: 1000, WaitReplicas: 1, WaitTimeout: 2 * time.Second}
+	must(must(NewCounting(rdb, "noscript-wait", o)).on(t).Add(ctx, "a")).on(t) // the script is cached
+	replica.Stop()
+	o.WaitTimeout = 200 * time.Millisecond
+	c := must(NewCounting(rdb, "noscript-wait", o)).on(t)
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Add(ctx, "b"); !errors.Is(err, ErrNotReplicated) {
+		t.Errorf("Add with the replica down after SCRIPT FLUSH: %v, want ErrNotReplicated", err)
+	}
+	if !must(c.Test(ctx, "b")).on(t) {
+		t.Error("Add answered ErrNotReplicated, which says the write was applied on the master, but the master does not have it")
+	}
+}
