@@ -75,9 +75,15 @@ func (b *base) Test(ctx context.Context, item string) (bool, error) {
 // otherwise it checks that the stored filter has the same parameters. It
 // fails with ErrDamaged, writing nothing, when some partitions exist and
 // others do not: recreating a lost one empty would make its items test
-// absent. Adding creates the filter too: Create is for making it exist
-// before the first item.
-func (b *base) Create(ctx context.Context) error { return b.f.create(ctx) }
+// absent. It fails with ErrUnsupported, writing nothing, when the server
+// lacks a command rbloom needs (one more round trip). Adding creates the
+// filter too: Create is for making it exist before the first item.
+func (b *base) Create(ctx context.Context) error {
+	if err := b.f.checkServer(ctx); err != nil {
+		return callError("create", err)
+	}
+	return b.f.create(ctx)
+}
 
 // Rebuild refills the filter from its source of truth without stopping it:
 // fill must call add with every item the filter should hold (all the keys

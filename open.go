@@ -43,8 +43,9 @@ func OpenClassic(ctx context.Context, rdb Client, name string, o Options) (*Clas
 // return the type and take settings). It fails with ErrNotFound when no filter has that name,
 // with ErrDamaged when that key is missing but other partitions of the
 // filter exist, or when a partition holds another filter's header, and
-// with ErrNotFilter when the key holds something else. Open makes one
-// round trip, two for a filter of several partitions.
+// with ErrNotFilter when the key holds something else, and with
+// ErrUnsupported when the server lacks a command rbloom needs. Open makes
+// one round trip, two for a filter of several partitions.
 func Open(ctx context.Context, rdb Client, name string) (Filter, error) {
 	f, err := open(ctx, rdb, name, Options{})
 	if err != nil {
@@ -82,11 +83,18 @@ func open(ctx context.Context, rdb Client, name string, o Options) (*filter, err
 	pipe := rdb.Pipeline()
 	head := pipe.GetRange(ctx, key, 0, headerSize-1)
 	exists := pipe.Exists(ctx, key)
-	if _, err := pipe.Exec(ctx); err != nil {
+	server := queueServerCheck(ctx, pipe, o.UseFunctions)
+	_, _ = pipe.Exec(ctx) // per command: the server check's replies are errors by design
+	if err := server.err(); err != nil {
+		return nil, err
+	}
+	for _, err := range []error{head.Err(), exists.Err()} {
 		if redis.HasErrorPrefix(err, "WRONGTYPE") {
 			return nil, anotherType(key)
 		}
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
 	}
 	if exists.Val() == 0 {
 		return nil, lostRoot(ctx, rdb, prefix, name)

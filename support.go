@@ -1,0 +1,80 @@
+package rbloom
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrUnsupported is returned by Create and the Open functions when the
+// server lacks a command rbloom needs: Lua scripting (EVALSHA and EVAL, or
+// FCALL with Options.UseFunctions), which every write runs, disabled or
+// renamed by its operator; or BITFIELD_RO (Redis 6.0 and later), which
+// every read runs. Its message names what is missing. Nothing is written.
+var ErrUnsupported = newKind("the server cannot run rbloom")
+
+// serverCheck asks the server, in a pipeline a call sends anyway, whether
+// it knows the commands rbloom's writes and reads send. Each is sent with
+// no arguments: a server that knows it answers "wrong number of arguments"
+// before it looks at ACLs or runs anything, one that does not (a command
+// renamed away, scripting left out) answers "unknown command".
+type serverCheck struct {
+	names []string
+	cmds  []*redis.Cmd
+}
+
+// queueServerCheck adds the check to pipe, for a handle whose writes call
+// functions when fcall is set and send scripts otherwise.
+func queueServerCheck(ctx context.Context, pipe redis.Pipeliner, fcall bool) serverCheck {
+	c := serverCheck{names: []string{"EVALSHA", "EVAL", "BITFIELD_RO"}}
+	if fcall {
+		c.names = []string{"FCALL", "BITFIELD_RO"}
+	}
+	for _, name := range c.names {
+		cmd := redis.NewCmd(ctx, name)
+		_ = pipe.Process(ctx, cmd)
+		c.cmds = append(c.cmds, cmd)
+	}
+	return c
+}
+
+// err returns, once the pipeline has run, ErrUnsupported naming the
+// commands the server does not know, or the pipeline's own failure (a
+// lost connection). Any other answer (an ACL refusal from a server that
+// checks ACLs first) leaves the question open: the calls will tell.
+func (c serverCheck) err() error {
+	var unknown []string
+	for i, cmd := range c.cmds {
+		err := cmd.Err()
+		var reply redis.Error
+		switch {
+		case err == nil:
+		case !errors.As(err, &reply):
+			return err
+		case strings.HasPrefix(err.Error(), "ERR unknown command"):
+			unknown = append(unknown, c.names[i])
+		}
+	}
+	var missing []string
+	if scripts := slices.DeleteFunc(slices.Clone(unknown), func(name string) bool { return name == "BITFIELD_RO" }); len(scripts) > 0 {
+		missing = append(missing, "Lua scripting, which every write runs ("+strings.Join(scripts, " and ")+" unknown: disabled or renamed)")
+	}
+	if slices.Contains(unknown, "BITFIELD_RO") {
+		missing = append(missing, "BITFIELD_RO (Redis 6.0 or later), which every read runs")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return failf(ErrUnsupported, "no %s", strings.Join(missing, ", and no "))
+}
+
+// checkServer is serverCheck in a round trip of its own, for Create.
+func (f *filter) checkServer(ctx context.Context) error {
+	pipe := f.rdb.Pipeline()
+	c := queueServerCheck(ctx, pipe, f.fcall)
+	_, _ = pipe.Exec(ctx) // the replies are errors by design
+	return c.err()
+}
