@@ -14,6 +14,7 @@ import (
 // FCALL with Options.UseFunctions), which every write runs, disabled or
 // renamed by its operator; or BITFIELD_RO (Redis 6.0 and later), which
 // every read runs. Its message names what is missing. Nothing is written.
+// A server with all but FCALL gives ErrNoFunctions instead, as writes do.
 var ErrUnsupported = newKind("the server cannot run rbloom")
 
 // serverCheck asks the server, in a pipeline a call sends anyway, whether
@@ -57,6 +58,11 @@ func (c serverCheck) err() error {
 		case strings.HasPrefix(err.Error(), "ERR unknown command"):
 			unknown = append(unknown, c.names[i])
 		}
+	}
+	if slices.Equal(unknown, []string{"FCALL"}) {
+		// As a write would say (functionError): ErrNoFunctions is what
+		// callers of UseFunctions look for.
+		return failf(ErrNoFunctions, "the server has no FCALL: Options.UseFunctions needs Redis 7.0 or later")
 	}
 	var missing []string
 	if scripts := slices.DeleteFunc(slices.Clone(unknown), func(name string) bool { return name == "BITFIELD_RO" }); len(scripts) > 0 {
