@@ -29,7 +29,7 @@ func TestServerWithoutLua(t *testing.T) {
 			admin := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t)})
 			t.Cleanup(func() { admin.Close() })
 			// The filter exists, made while the commands were there.
-			must(NewCounting(admin, "made", Options{Capacity: 1000})).on(t).Create(ctx)
+			must(0, must(NewCounting(admin, "made", Options{Capacity: 1000})).on(t).Create(ctx)).on(t)
 			var args []string
 			for _, cmd := range tc.renamed {
 				args = append(args, "--rename-command", cmd, "")

@@ -18,6 +18,7 @@ import (
 // WaitTimeout is waited in full and ends in ErrNotReplicated.
 func TestWaitTimeoutOverReadTimeout(t *testing.T) {
 	_, replica, rdb, _ := startReplicated(t)
+	must(0, must(NewCounting(rdb, "wait-long", Options{Capacity: 1000})).on(t).Create(ctx)).on(t)
 	replica.Stop()
 	o := Options{Capacity: 1000, WaitReplicas: 1, WaitTimeout: 6 * time.Second}
 	c, err := NewCounting(rdb, "wait-long", o)
@@ -29,9 +30,6 @@ func TestWaitTimeoutOverReadTimeout(t *testing.T) {
 	}
 	if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "WaitTimeout") || !strings.Contains(err.Error(), "ReadTimeout") {
 		t.Errorf("NewCounting with WaitTimeout 6s over ReadTimeout %v: %v, want ErrInvalidOptions naming WaitTimeout and ReadTimeout", rdb.Options().ReadTimeout, err)
-	}
-	if _, err := Open(ctx, rdb, "wait-long"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Open after the refused handle: %v, want ErrNotFound (nothing written)", err)
 	}
 
 	long := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ReadTimeout: 15 * time.Second})
@@ -88,10 +86,12 @@ func TestWaitTimeoutBound(t *testing.T) {
 func TestWaitAfterNoScript(t *testing.T) {
 	_, replica, rdb, _ := startReplicated(t)
 	o := Options{Capacity: 1000, WaitReplicas: 1, WaitTimeout: 2 * time.Second}
-	must(must(NewCounting(rdb, "noscript-wait", o)).on(t).Add(ctx, "a")).on(t) // the script is cached
+	c := must(NewCounting(rdb, "noscript-wait", o)).on(t)
+	must(0, c.Create(ctx)).on(t)
+	must(c.Add(ctx, "a")).on(t) // the script is cached
 	replica.Stop()
 	o.WaitTimeout = 200 * time.Millisecond
-	c := must(NewCounting(rdb, "noscript-wait", o)).on(t)
+	c = must(NewCounting(rdb, "noscript-wait", o)).on(t)
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
