@@ -84,8 +84,8 @@ func open(ctx context.Context, rdb Client, name string, o Options) (*filter, err
 	head := pipe.GetRange(ctx, key, 0, headerSize-1)
 	exists := pipe.Exists(ctx, key)
 	server := queueServerCheck(ctx, pipe, o.UseFunctions)
-	_, _ = pipe.Exec(ctx) // per command: the server check's replies are errors by design
-	if err := server.err(); err != nil {
+	_, err := pipe.Exec(ctx) // read per command: the server check's replies are errors by design
+	if err := server.err(err); err != nil {
 		return nil, err
 	}
 	for _, err := range []error{head.Err(), exists.Err()} {

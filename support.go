@@ -42,16 +42,21 @@ func queueServerCheck(ctx context.Context, pipe redis.Pipeliner, fcall bool) ser
 	return c
 }
 
-// err returns, once the pipeline has run, ErrUnsupported naming the
-// commands the server does not know, or the pipeline's own failure (a
-// lost connection). Any other answer (an ACL refusal from a server that
-// checks ACLs first) leaves the question open: the calls will tell.
-func (c serverCheck) err() error {
+// err returns, once the pipeline has run with Exec's error execErr,
+// ErrUnsupported naming the commands the server does not know, or the
+// pipeline's own failure: a lost connection, or one that could not be set
+// up (a wrong password), which go-redis reports only from Exec, leaving
+// the commands with neither reply nor error. Any other answer (an ACL
+// refusal from a server that checks ACLs first) leaves the question open:
+// the calls will tell.
+func (c serverCheck) err(execErr error) error {
 	var unknown []string
 	for i, cmd := range c.cmds {
 		err := cmd.Err()
 		var reply redis.Error
 		switch {
+		case err == nil && cmd.Val() == nil && execErr != nil:
+			return execErr
 		case err == nil:
 		case !errors.As(err, &reply):
 			return err
@@ -81,6 +86,6 @@ func (c serverCheck) err() error {
 func (f *filter) checkServer(ctx context.Context) error {
 	pipe := f.rdb.Pipeline()
 	c := queueServerCheck(ctx, pipe, f.fcall)
-	_, _ = pipe.Exec(ctx) // the replies are errors by design
-	return c.err()
+	_, err := pipe.Exec(ctx) // the first reply's error, by design
+	return c.err(err)
 }

@@ -62,3 +62,20 @@ func TestServerWithoutLua(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenWrongPassword: go-redis reports a connection it could not set up
+// (a wrong password) only from the pipeline's Exec, with no error on its
+// commands; Open, whose pipeline carries the server check, reports it
+// rather than taking the empty replies for a missing filter.
+func TestOpenWrongPassword(t *testing.T) {
+	srv := rbloomtest.StartServer(t, "--requirepass", "secret")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: "wrong"})
+	t.Cleanup(func() { rdb.Close() })
+	if _, err := Open(ctx, rdb, "users"); err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("Open with a wrong password: %v, want the server's WRONGPASS", err)
+	}
+	c := must(NewCounting(rdb, "users", Options{Capacity: 1000})).on(t)
+	if err := c.Create(ctx); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Errorf("Create with a wrong password: %v, want the server's WRONGPASS", err)
+	}
+}
