@@ -79,11 +79,19 @@ func (b *base) Test(ctx context.Context, item string) (bool, error) {
 // fails with ErrDamaged, writing nothing, when some partitions exist and
 // others do not: recreating a lost one empty would make its items test
 // absent. A Create that fails half-way (out of memory, say) deletes the
-// partitions it made. Call it once, when the source is empty: called at
-// every start, it would make a filter Redis lost again, empty, and its
-// items would test absent. To make a filter from a source that holds
-// items, and to restore a lost one, use Rebuild (or Options.Source).
-func (b *base) Create(ctx context.Context) error { return b.f.current().create(ctx) }
+// partitions it made. It fails with ErrUnsupported, writing nothing, when
+// the server lacks a command rbloom needs (one more round trip). Call it
+// once, when the source is empty: called at every start, it would make a
+// filter Redis lost again, empty, and its items would test absent. To make
+// a filter from a source that holds items, and to restore a lost one, use
+// Rebuild (or Options.Source).
+func (b *base) Create(ctx context.Context) error {
+	f := b.f.current()
+	if err := f.checkServer(ctx); err != nil {
+		return callError("create", err)
+	}
+	return f.create(ctx)
+}
 
 // Rebuild refills the filter from its source of truth without stopping it,
 // or loads it when it does not exist (readers get ErrLoading until the

@@ -109,7 +109,10 @@ func (o Options) checkHandleOf(rdb Client, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	return o.checkHandle()
+	if err := o.checkHandle(); err != nil {
+		return err
+	}
+	return checkWaitTimeout(rdb, o.WaitReplicas, o.WaitTimeout)
 }
 
 // handle makes the handle, with o's settings, of the filter called name
@@ -126,7 +129,7 @@ func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
 		f.loader = &loader{source: o.Source}
 	}
 	if o.WaitReplicas > 0 {
-		f.repl = replication{replicas: o.WaitReplicas, timeout: cmp.Or(o.WaitTimeout, time.Second)}
+		f.repl = replication{replicas: o.WaitReplicas, timeout: cmp.Or(o.WaitTimeout, defaultWaitTimeout)}
 	}
 	return f.withHeader(h), nil
 }

@@ -44,8 +44,9 @@ func OpenClassic(ctx context.Context, rdb Client, name string, o Options) (*Clas
 // ...); the fields stored with the filter must be zero. It fails with
 // ErrNotFound, naming the key it read, when no filter has that name; with
 // ErrDamaged when that key is missing but other partitions of the filter
-// exist, or when a partition holds another filter's header; and with
-// ErrNotFilter when the key holds something else. Open makes one round
+// exist, or when a partition holds another filter's header; with
+// ErrNotFilter when the key holds something else; and with ErrUnsupported
+// when the server lacks a command rbloom needs. Open makes one round
 // trip, two for a filter of several partitions. OpenCounting, OpenCuckoo
 // and OpenClassic return the type, and refuse a filter of another mode.
 func Open(ctx context.Context, rdb Client, name string, o Options) (Filter, error) {
@@ -91,11 +92,18 @@ func open(ctx context.Context, rdb Client, name string, o Options) (*filter, err
 	pipe := rdb.Pipeline()
 	head := pipe.GetRange(ctx, key, 0, headerSize-1)
 	exists := pipe.Exists(ctx, key)
-	if _, err := pipe.Exec(ctx); err != nil {
+	server := queueServerCheck(ctx, pipe, o.UseFunctions)
+	_, err := pipe.Exec(ctx) // read per command: the server check's replies are errors by design
+	if err := server.err(err); err != nil {
+		return nil, err
+	}
+	for _, err := range []error{head.Err(), exists.Err()} {
 		if redis.HasErrorPrefix(err, "WRONGTYPE") {
 			return nil, anotherType(key)
 		}
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
 	}
 	if exists.Val() == 0 {
 		return nil, lostRoot(ctx, rdb, prefix, name)

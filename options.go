@@ -81,7 +81,13 @@ type Options struct {
 	// so that WAIT follows them on their connection.
 	WaitReplicas int
 
-	// WaitTimeout bounds the wait of WaitReplicas. Default 1 second.
+	// WaitTimeout bounds the wait of WaitReplicas: a write waits at most
+	// that long for its replicas, then fails with ErrNotReplicated. WAIT
+	// ends the pipeline of the write's scripts, whose replies go-redis reads
+	// within the client's ReadTimeout (5 s by default); so WaitTimeout may
+	// be at most half the ReadTimeout of a *redis.Client or
+	// *redis.ClusterClient, or the handle is refused with ErrInvalidOptions
+	// (a client with ReadTimeout -1 takes any). Default 1 second.
 	WaitTimeout time.Duration
 
 	// Source, when set, is the filter's source of truth, in the form of

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rbloom/rbloom/rbloomtest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -132,7 +133,8 @@ func TestWaitReplicasCluster(t *testing.T) {
 // error being looked at before the MOVED, until go-redis reloaded its slot
 // map); the rebuild switches, and no item tests absent.
 func TestFailoverWaitReplicas(t *testing.T) {
-	cl, rdb := clusterClient(t)
+	cl, _ := clusterClient(t)
+	rdb := longReads(t, cl)
 	replicas := cl.AddReplicas(t)
 	masters := cl.Addrs()
 	o := Options{Capacity: 6000, Partitions: 3, WaitReplicas: 1, WaitTimeout: 5 * time.Second}
@@ -248,7 +250,8 @@ func TestClusterMasterLostReloads(t *testing.T) {
 // answers, and the window keeps working: the root's keys, settings first,
 // were on the replica before any call returned.
 func TestClusterWindowFailover(t *testing.T) {
-	cl, rdb := clusterClient(t)
+	cl, _ := clusterClient(t)
+	rdb := longReads(t, cl)
 	replicas := cl.AddReplicas(t)
 	o := WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6,
 		WaitReplicas: 1, WaitTimeout: 5 * time.Second}
@@ -306,4 +309,13 @@ func TestClusterWindowFailover(t *testing.T) {
 			t.Fatalf("%s sent again after the failover: %v, first %v", s.id, again, s.seen)
 		}
 	}
+}
+
+// longReads is a client of cl whose ReadTimeout (10 s) takes a WaitTimeout
+// of 5 s (checkWaitTimeout), for the replicas of a master that just failed
+// over.
+func longReads(t *testing.T, cl *rbloomtest.Cluster) *redis.ClusterClient {
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ReadTimeout: 10 * time.Second})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
 }

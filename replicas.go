@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -123,4 +124,36 @@ func runOnMasters(ctx context.Context, cc *redis.ClusterClient, script *redis.Sc
 func connectionLost(err error) bool {
 	var ne net.Error
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne)
+}
+
+// defaultWaitTimeout is Options.WaitTimeout's default.
+const defaultWaitTimeout = time.Second
+
+// checkWaitTimeout refuses a WaitTimeout that rdb cannot wait for. WAIT
+// ends the pipeline of the writes it waits for (it counts its own
+// connection's writes), and go-redis reads a pipeline's replies within the
+// client's ReadTimeout whatever WAIT's own timeout: a longer wait fails
+// with "i/o timeout" and go-redis sends the whole pipeline again. Half the
+// read timeout is left to the scripts before WAIT and to the network. A
+// client with no read timeout takes any WaitTimeout; one of another type
+// than *redis.Client and *redis.ClusterClient is not checked.
+func checkWaitTimeout(rdb Client, replicas int, timeout time.Duration) error {
+	if replicas <= 0 {
+		return nil
+	}
+	var read time.Duration
+	switch c := rdb.(type) {
+	case *redis.Client:
+		read = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		read = c.Options().ReadTimeout
+	}
+	wait, given := timeout, fmt.Sprint(timeout)
+	if wait == 0 {
+		wait, given = defaultWaitTimeout, fmt.Sprintf("0 (the default, %v)", defaultWaitTimeout)
+	}
+	if read > 0 && wait > read/2 {
+		return failf(ErrInvalidOptions, "WaitTimeout = %s is more than half the client's ReadTimeout (%v), within which go-redis reads a write's replies, WAIT's included: set ReadTimeout to at least %v, or lower WaitTimeout", given, read, 2*wait)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,6 +95,8 @@ func pipelineScripts(ctx context.Context, rdb Client, script *redis.Script, fcal
 		pending[i] = i
 	}
 	var wait backoff
+	var replicated error // the last WAIT's verdict on writes that ran
+	start := time.Now()
 	for first := true; len(pending) > 0; first = false {
 		pipe := rdb.Pipeline()
 		for _, i := range pending {
@@ -106,12 +109,21 @@ func pipelineScripts(ctx context.Context, rdb Client, script *redis.Script, fcal
 				cmds[i] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
 			}
 		}
-		waited := repl.queue(ctx, pipe)
+		// The rounds' WAITs share one WaitTimeout: a WAIT after calls
+		// answered NOSCRIPT may have waited it out already.
+		waited := repl.queue(ctx, pipe, repl.timeout-time.Since(start))
 		// Errors are read per command below, but a pipeline that failed to
 		// set up its connection (a wrong password, say) reports it only
 		// here, leaving the commands with no reply and no error.
 		if _, err := pipe.Exec(ctx); err != nil && cmds[pending[0]].Err() == nil && cmds[pending[0]].Val() == nil {
 			return nil, err
+		}
+		// A call answered NOSCRIPT or refused by the cluster did not run:
+		// the WAIT after it says nothing of it, and a round in which no
+		// call ran has no verdict to give. The verdict of a later round's
+		// WAIT, which follows all the earlier rounds' writes, replaces it.
+		if slices.ContainsFunc(pending, func(i int) bool { return ran(cmds[i].Err()) }) {
+			replicated = repl.check(waited)
 		}
 		var refused, moved error
 		pending = pending[:0]
@@ -131,16 +143,22 @@ func pipelineScripts(ctx context.Context, rdb Client, script *redis.Script, fcal
 		if moved != nil {
 			return nil, moved
 		}
-		if err := repl.check(waited); err != nil {
-			return nil, err
-		}
 		if refused != nil {
 			if err := wait.next(ctx); err != nil {
 				return nil, fmt.Errorf("%w (the cluster kept refusing the call: %v)", err, refused)
 			}
 		}
 	}
+	if replicated != nil {
+		return nil, replicated
+	}
 	return cmds, nil
+}
+
+// ran reports whether a call whose reply or error is err may have run: it
+// was not answered NOSCRIPT nor refused by a cluster.
+func ran(err error) bool {
+	return !redis.HasErrorPrefix(err, "NOSCRIPT") && !unapplied(err)
 }
 
 // replication asks, when replicas is positive, that the writes of a
@@ -152,11 +170,13 @@ type replication struct {
 	timeout  time.Duration
 }
 
-func (r replication) queue(ctx context.Context, pipe redis.Pipeliner) *redis.IntCmd {
+// queue adds to pipe a WAIT of at most timeout, and at least 1 ms (WAIT 0
+// would wait for ever).
+func (r replication) queue(ctx context.Context, pipe redis.Pipeliner, timeout time.Duration) *redis.IntCmd {
 	if r.replicas <= 0 {
 		return nil
 	}
-	cmd := redis.NewIntCmd(ctx, "WAIT", r.replicas, r.timeout.Milliseconds())
+	cmd := redis.NewIntCmd(ctx, "WAIT", r.replicas, max(timeout.Milliseconds(), 1))
 	_ = pipe.Process(ctx, cmd)
 	return cmd
 }
