@@ -3,7 +3,6 @@ package rbloom
 import (
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,15 +137,6 @@ func (st ringState) liveMask(r ring, c int64) []uint32 {
 		}
 	}
 	return mask
-}
-
-// popcount is the number of live positions in mask.
-func popcount(mask []uint32) int {
-	n := 0
-	for _, m := range mask {
-		n += bits.OnesCount32(m)
-	}
-	return n
 }
 
 // windowSettings is what a window's settings hash holds in 's': the

@@ -181,7 +181,9 @@ func TestWindowStateDamage(t *testing.T) {
 	clk := newClock(time.UnixMilli(1_000_000_000_000))
 	o := WindowOptions{EventsPerBucket: 1000, ErrorRate: 0.01, Bucket: time.Minute, Span: time.Minute, Partitions: 1}
 	w := clocked(must(NewWindow(rdb, "state", o)).on(t), clk)
-	first := must(w.TestOrAddManyOnce(ctx, []string{"x", "y"}, "op")).on(t)
+	if first := must(w.TestOrAddManyOnce(ctx, []string{"x", "y"}, "op")).on(t); !slices.Equal(first, []bool{false, false}) {
+		t.Fatalf("x and y on an empty window answered %v, want new", first)
+	}
 	ring := w.ringKey(0)
 	qc := (clk.now().UnixMilli() / time.Minute.Milliseconds()) % int64(w.r.w)
 	be := func(v int64) string { return string(binary.BigEndian.AppendUint64(nil, uint64(v))) }
@@ -193,7 +195,7 @@ func TestWindowStateDamage(t *testing.T) {
 		}
 	}
 	rdb.Del(ctx, ring, w.settingsKey(0))
-	first = must(w.TestOrAddManyOnce(ctx, []string{"x", "y"}, "op2")).on(t)
+	first := must(w.TestOrAddManyOnce(ctx, []string{"x", "y"}, "op2")).on(t)
 	rdb.SetRange(ctx, ring, incByte, "DAMAGED!")
 	if again, err := w.TestOrAddManyOnce(ctx, []string{"x", "y"}, "op2"); err == nil && !slices.Equal(again, first) {
 		t.Errorf("incarnation overwritten: the replay answered %v, its first decisions %v, no error", again, first)
