@@ -76,11 +76,14 @@ type WindowOptions struct {
 	// the union of its generations. Default DefaultErrorRate.
 	ErrorRate float64
 
-	// Bucket is the time of one generation: at least 1ms.
+	// Bucket is the time of one generation: whole milliseconds, at least
+	// 1ms and at most about 26.5 years (maxBucket).
 	Bucket time.Duration
 
 	// Span is how long an event is remembered, at least: a whole number of
-	// buckets or not, at least one bucket and at most 10,000. A word holds
+	// buckets or not, at least one bucket and at most 10,000 (fewer for
+	// buckets over 10 days: the window's keys live for a span and ten
+	// buckets, which must fit a time.Duration). A word holds
 	// one bit per bucket of the span plus two, read 32 bits per BITFIELD
 	// field: spans of up to 30 buckets cost the least.
 	Span time.Duration
@@ -135,16 +138,16 @@ func newWindowLayout(rdb Client, name string, o WindowOptions, blocked bool, min
 	switch {
 	case o.EventsPerBucket == 0:
 		return bad("EventsPerBucket is 0")
-	case o.Bucket < time.Millisecond || o.Bucket%time.Millisecond != 0:
-		return bad("Bucket = %v, want whole milliseconds, at least 1ms", o.Bucket)
-	case o.Span < o.Bucket || o.Span/o.Bucket > 10_000:
-		return bad("Span = %v, want 1 to 10,000 buckets of %v", o.Span, o.Bucket)
+	case o.Bucket < time.Millisecond || o.Bucket%time.Millisecond != 0 || o.Bucket > maxBucket:
+		return bad("Bucket = %v, want whole milliseconds from 1ms to %v", o.Bucket, maxBucket)
+	case o.Span < o.Bucket || spanBuckets(o.Span, o.Bucket) > maxSpanBuckets(o.Bucket):
+		return bad("Span = %v, want 1 to %d buckets of %v", o.Span, maxSpanBuckets(o.Bucket), o.Bucket)
 	case math.IsNaN(o.ErrorRate) || o.ErrorRate < 0 || o.ErrorRate >= 1:
 		return bad("ErrorRate = %v, want a value in (0, 1)", o.ErrorRate)
 	case o.Partitions < 0 || o.Partitions > MaxPartitions:
 		return bad("Partitions = %d, want 1 to %d", o.Partitions, MaxPartitions)
 	}
-	gens := int((o.Span + o.Bucket - 1) / o.Bucket)
+	gens := int(spanBuckets(o.Span, o.Bucket))
 	// An absent event is tested against up to gens+1 full generations: the
 	// window meets p when each meets 1 - (1-p)^(1/(gens+1)).
 	p := cmp.Or(o.ErrorRate, DefaultErrorRate)
@@ -185,6 +188,31 @@ func newWindowLayout(rdb Client, name string, o WindowOptions, blocked bool, min
 		w.settings = append(w.settings, windowSettings(part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds(), blocked))
 	}
 	return w, nil
+}
+
+// maxGens is the most past generations window.lua reads (its ARGV[4]).
+const maxGens = 10_000
+
+// maxBucket is the longest bucket: Drop's mark lives W + 8 buckets and two
+// minutes (dropMark), at least 11 buckets, and must fit a time.Duration.
+// It is also under window.lua's 2^40 ms.
+const maxBucket = (math.MaxInt64 - 2*time.Minute) / 11 / time.Millisecond * time.Millisecond
+
+// spanBuckets is the number of buckets a span covers, rounded up, without
+// overflowing as (span + bucket - 1) / bucket would.
+func spanBuckets(span, bucket time.Duration) int64 {
+	n := int64(span / bucket)
+	if span%bucket != 0 {
+		n++
+	}
+	return n
+}
+
+// maxSpanBuckets is the most buckets of this length a span can cover:
+// maxGens, and fewer when W + 8 of them (dropMark) would not fit a
+// time.Duration.
+func maxSpanBuckets(bucket time.Duration) int64 {
+	return min(maxGens, int64((math.MaxInt64-2*time.Minute)/bucket)-10)
 }
 
 // windowSlack is the memory a window gives a generation beyond the optimum,

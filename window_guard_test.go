@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -223,5 +224,64 @@ func TestWindowLongSpan(t *testing.T) {
 	}
 	if seen := must(w.TestMany(ctx, []string{"a", "c"})).on(t); !seen[0] || seen[1] {
 		t.Errorf("TestMany = %v, want [true false]", seen)
+	}
+}
+
+// TestWindowBucketAndSpanLimits: NewWindow takes every Bucket and Span a
+// window can serve, and each such window answers; every other one is
+// ErrInvalidOptions naming the field. The limits are window.lua's (at
+// most 10,000 past generations) and the Go durations a window works out
+// (its Drop mark lives W + 8 buckets and two minutes: a time.Duration).
+func TestWindowBucketAndSpanLimits(t *testing.T) {
+	rdb := realRedis(t)
+	const (
+		year = 8766 * time.Hour
+		day  = 24 * time.Hour
+		// The longest bucket: 11 of them and two minutes in a Duration.
+		longest = (math.MaxInt64 - 2*time.Minute) / 11 / time.Millisecond * time.Millisecond
+	)
+	for _, c := range []struct {
+		name         string
+		bucket, span time.Duration
+		refused      string // the field named, or "" when the window serves it
+	}{
+		{"1ms", time.Millisecond, time.Millisecond, ""},
+		{"10,000 buckets", time.Second, 10_000 * time.Second, ""},
+		{"10,000 buckets and a nanosecond", time.Second, 10_000*time.Second + 1, "Span"},
+		{"10,001 buckets", time.Second, 10_001 * time.Second, "Span"},
+		{"the longest bucket", longest, longest, ""},
+		{"a millisecond more", longest + time.Millisecond, longest + time.Millisecond, "Bucket"},
+		{"73 years", 73 * year, 73 * year, "Bucket"},
+		{"147 years: Span + Bucket overflows", 147 * year, 147 * year, "Bucket"},
+		{"30 days, 3,548 buckets", 30 * day, 3548 * 30 * day, ""},
+		{"30 days, 3,549 buckets", 30 * day, 3549 * 30 * day, "Span"},
+		{"the longest Span", time.Hour, math.MaxInt64, "Span"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := WindowOptions{EventsPerBucket: 10, ErrorRate: 0.01, Bucket: c.bucket, Span: c.span, Partitions: 1}
+			w, err := NewWindow(rdb, "limits", o)
+			if c.refused != "" {
+				if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), c.refused) {
+					t.Fatalf("NewWindow: %v, want ErrInvalidOptions naming %s", err, c.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("NewWindow: %v", err)
+			}
+			defer func() { _ = w.Drop(ctx) }()
+			if seen, err := w.TestOrAddMany(ctx, []string{"a", "b", "a"}); err != nil || seen[0] || seen[1] || !seen[2] {
+				t.Fatalf("TestOrAddMany = %v, %v, want [false false true]", seen, err)
+			}
+			if seen, err := w.TestMany(ctx, []string{"a", "c"}); err != nil || !seen[0] || seen[1] {
+				t.Errorf("TestMany = %v, %v, want [true false]", seen, err)
+			}
+			if in, err := w.Info(ctx); err != nil || len(in.Generations) != 1 || in.Generations[0].TTL <= 0 {
+				t.Errorf("Info = %+v, %v, want one generation with time left", in, err)
+			}
+			if err := w.Drop(ctx); err != nil {
+				t.Errorf("Drop: %v", err)
+			}
+		})
 	}
 }
