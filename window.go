@@ -56,13 +56,6 @@ type Window struct {
 	// call in, so that none expires before the root's while the window is
 	// used.
 	touchedAll atomic.Int64
-	// flat is the same window with its slots anywhere in a partition, as
-	// rbloom made windows before blocks (blocks.go); nil in flat itself.
-	// A window's settings say which it is: the handle uses flat once they
-	// do (useFlat), and blocks again when they say so (a Drop and a new
-	// window), so that it reads and writes each where they live.
-	flat    *Window
-	useFlat atomic.Bool
 }
 
 // WindowOptions size a Window. EventsPerBucket, Bucket and Span are
@@ -112,26 +105,6 @@ func NewWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 }
 
 func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
-	flat, err := newWindowLayout(rdb, name, o, false, 0)
-	if err != nil {
-		return nil, err
-	}
-	// At least a slot more a partition than the flat layout, for the same
-	// partitions: its rings never have the blocks' header, so that a
-	// process of an earlier rbloom, which makes settings again when they
-	// are gone, refuses a ring in blocks rather than read it flat.
-	n := uint64(len(flat.f.parts))
-	w, err := newWindowLayout(rdb, name, o, true, (flat.f.h.m+1)*n)
-	if err != nil {
-		return nil, err
-	}
-	w.flat = flat
-	return w, nil
-}
-
-// newWindowLayout returns the window of o with its slots in blocks or not,
-// and at least minSlots slots a generation.
-func newWindowLayout(rdb Client, name string, o WindowOptions, blocked bool, minSlots uint64) (*Window, error) {
 	bad := func(format string, args ...any) (*Window, error) {
 		return nil, failf(ErrInvalidOptions, format, args...)
 	}
@@ -153,9 +126,7 @@ func newWindowLayout(rdb Client, name string, o WindowOptions, blocked bool, min
 	p := cmp.Or(o.ErrorRate, DefaultErrorRate)
 	perGen := -math.Expm1(math.Log1p(-p) / float64(gens+1))
 	need, k := windowSizing(o.EventsPerBucket, perGen)
-	if blocked {
-		need = max(blockedSlots(o.EventsPerBucket, need, k, perGen), minSlots)
-	}
+	need = blockedSlots(o.EventsPerBucket, need, k, perGen)
 	width := uint64(gens + 2)
 	maxRingSlots := (uint64(maxStringBytes) - uint64(newRing(gens, 0).state)) * 8 / width
 	if need > maxRingSlots*MaxPartitions {
@@ -182,10 +153,10 @@ func newWindowLayout(rdb Client, name string, o WindowOptions, blocked bool, min
 	if err != nil {
 		return nil, err
 	}
-	f.blocked = blocked
+	f.blocked = true
 	w := &Window{f: f, bucket: o.Bucket, r: newRing(gens, f.h.m), root: shareOf(keySlot(name), len(f.parts))}
 	for _, part := range f.parts {
-		w.settings = append(w.settings, windowSettings(part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds(), blocked))
+		w.settings = append(w.settings, windowSettings(part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
 	}
 	return w, nil
 }
@@ -235,47 +206,6 @@ func windowSizing(n uint64, p float64) (uint64, int) {
 	}
 }
 
-// adopting runs op on the layout w uses (Window.flat) and, when that is
-// refused with ErrParamsMismatch while the window's settings are those of
-// the other layout, on the other, which w uses from then on. A refused
-// call wrote nothing: the settings are checked before anything else.
-func adopting[T any](ctx context.Context, w *Window, op func(*Window) (T, error)) (T, error) {
-	l, other := w, w.flat
-	if w.useFlat.Load() {
-		l, other = w.flat, w
-	}
-	v, err := op(l)
-	if !errors.Is(err, ErrParamsMismatch) || other == nil || !other.stored(ctx) {
-		return v, err
-	}
-	w.useFlat.Store(other == w.flat)
-	return op(other)
-}
-
-// stored reports whether the window's settings are w's: the root's, or,
-// with the root's gone, another partition's, whose settings live three
-// buckets longer (a window idle for longer than its span).
-func (w *Window) stored(ctx context.Context) bool {
-	pipe := w.f.rdb.Pipeline()
-	gets := make([]*redis.StringCmd, len(w.f.parts))
-	for p := range w.f.parts {
-		gets[p] = pipe.HGet(ctx, w.settingsKey(p), "s")
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return false
-	}
-	// The root's key is the same whatever the partitions.
-	if root, err := gets[w.root].Result(); err == nil {
-		return root == w.settings[w.root]
-	}
-	for p, get := range gets {
-		if get.Val() == w.settings[p] {
-			return true
-		}
-	}
-	return false
-}
-
 // The keys of partition p: its ring, its settings, and the scratch keys of
 // a cleaning step.
 func (w *Window) ringKey(p int) string     { return w.f.parts[p].key + ":ring" }
@@ -297,7 +227,7 @@ func (w *Window) TestOrAdd(ctx context.Context, event string) (bool, error) {
 // TestOrAddMany is TestOrAdd for each event in order, each seeing the equal
 // ones before it: of two equal events in one batch the second answers true.
 func (w *Window) TestOrAddMany(ctx context.Context, events []string) ([]bool, error) {
-	return adopting(ctx, w, func(l *Window) ([]bool, error) { return l.testOrAdd(ctx, events, "") })
+	return w.testOrAdd(ctx, events, "")
 }
 
 // TestOrAddManyOnce is TestOrAddMany applied at most once per opID
@@ -307,7 +237,7 @@ func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID st
 	if opID == "" || len(opID) > 256 {
 		return nil, callError("window", failf(ErrInvalidOptions, "operation id %q: want 1 to 256 bytes", opID))
 	}
-	return adopting(ctx, w, func(l *Window) ([]bool, error) { return l.testOrAdd(ctx, events, opID) })
+	return w.testOrAdd(ctx, events, opID)
 }
 
 // maxWindowWords bounds the slot words one window call takes: 15 events at
@@ -366,9 +296,7 @@ func (w *Window) expected() int64 {
 // (the first is held, or added by this call), and sends Redis the others
 // only: the script calls of a batch can see different buckets, or run out
 // of order (one answered '~' goes again after the rest), so they could not
-// tell a copy from a new event. The operation id's digest is of the events
-// sent, so that records of a batch sent with its copies, by an earlier
-// rbloom, refuse it (ErrOpIDReused) rather than answer other events.
+// tell a copy from a new event.
 func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([]bool, error) {
 	distinct, first := withoutCopies(events)
 	seen, err := w.testOrAddDistinct(ctx, distinct, opID)
@@ -415,11 +343,7 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 	batch, start := "", time.Time{}
 	if opID != "" {
 		// Every call's record filed by the batch's start, as write.go's.
-		// The digest names the even cut (evenSpans) by -perCall: a handle
-		// of an earlier rbloom, which cut a partition's events in full
-		// calls first, finds other records under its calls' numbers, and
-		// is refused (ErrOpIDReused) rather than apply them again.
-		batch, start = digest(events, -perCall), f.now()
+		batch, start = digest(events, perCall), f.now()
 	}
 	seq := make([]int, len(f.parts))
 	created := false
@@ -584,29 +508,17 @@ func (w *Window) call(p int, rec record, args []any) scriptCall {
 // missing then was lost, and create fails with ErrDamaged rather than
 // make it again empty. The root's settings come first, before any other
 // ring, so that a root whose ring and settings are both missing beside
-// live rings was lost, not being made (rootLost). It also refuses a window
-// of the earlier format, one key per generation, whose events the rings
-// would not see.
+// live rings was lost, not being made (rootLost).
 func (w *Window) create(ctx context.Context) error {
 	f := w.f
 	pipe := f.rdb.Pipeline()
-	b := time.Now().UnixMilli() / w.bucket.Milliseconds()
-	var earlier []*redis.IntCmd
 	rings := make([]*redis.IntCmd, len(f.parts))
 	for p := range f.parts {
 		rings[p] = pipe.Exists(ctx, w.ringKey(p))
-		for g := b - int64(w.r.gens) - 2; g <= b+1; g++ {
-			earlier = append(earlier, pipe.Exists(ctx, f.parts[p].key+":g:"+strconv.FormatInt(g, 10)))
-		}
 	}
 	rootSettings := pipe.HGet(ctx, w.settingsKey(w.root), "s")
 	if err := execAll(ctx, pipe); err != nil {
 		return err
-	}
-	for _, e := range earlier {
-		if e.Val() > 0 {
-			return failf(ErrParamsMismatch, "%s holds generations of a window of an earlier rbloom (one key per generation): let its span pass with that version, or give this one another name", f.name)
-		}
 	}
 	var missing []int
 	for p, e := range rings {
@@ -690,9 +602,6 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 	}
 	vals := rr.settings.Val()
 	if s, isStr := vals[0].(string); isStr && s != w.settings[p] {
-		if earlierFormat(s) {
-			return st, 0, false, failf(ErrParamsMismatch, "%s holds a window written by an earlier rbloom (one key per generation)", w.settingsKey(p))
-		}
 		return st, 0, false, failf(ErrParamsMismatch, "%s holds other settings than this handle's", w.settingsKey(p))
 	}
 	head := rr.head.Val()
@@ -708,8 +617,8 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 		return st, nowMS, false, nil
 	}
 	if _, isStr := vals[0].(string); !isStr {
-		// As window.lua: the settings say where the ring's events are.
-		return st, 0, false, failf(ErrDamaged, "%s lives and %s is gone: where its events are is not known", key, w.settingsKey(p))
+		// As window.lua: the settings outlive the ring.
+		return st, 0, false, failf(ErrDamaged, "%s lives and %s is gone: which window it holds is not known", key, w.settingsKey(p))
 	}
 	want := w.f.parts[p].head
 	if len(head) < identitySize || head[:identitySize] != want[:identitySize] {
@@ -739,10 +648,6 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 // first preReadWords words of every event, then the others only of the
 // events those leave in doubt (preRead, the reads before TestOrAdd's calls).
 func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) {
-	return adopting(ctx, w, func(l *Window) ([]bool, error) { return l.testMany(ctx, events) })
-}
-
-func (w *Window) testMany(ctx context.Context, events []string) ([]bool, error) {
 	out := make([]bool, len(events))
 	for lo, hi := range spans(len(events), maxRoundTripSlots/w.f.h.k) {
 		found, _, err := w.preRead(ctx, w.place(events[lo:hi]), nil)
@@ -994,77 +899,26 @@ func (w *Window) lost(ctx context.Context, rootLives bool, missing []int) error 
 }
 
 // rootLost returns ErrDamaged when the root's ring and settings are both
-// missing while another partition's ring lives and holds what the root's
-// may have held: they were lost (evicted, deleted, a master's data), not
-// expired, and a new root would answer its share of the held events new.
-//
-// The root's settings outlive every ring of a window made by this version
-// (window.lua), whose rings' settings say so ('outlived'): any of them
-// living tells. A ring made before (its root's settings lived only a
-// bucket longer than the root's ring) outlives them by up to three
-// buckets, then holding only generations older than the span, but for
-// the current bucket's, which this call's round may have just written:
-// only a live past generation tells, so a root lost in such a window's
-// first bucket goes unseen, and one idle past its root's settings works
-// again instead of failing for good.
+// missing while another partition's ring lives: they were lost (evicted,
+// deleted, a master's data), not expired, and a new root would answer its
+// share of the held events new. The root's settings outlive every ring of
+// the window (window.lua), so any other ring living tells.
 //
 // create writes the root's settings before any other ring, so the rings
 // are read first, then the root's keys: a window being made is not taken
 // for one lost.
 func (w *Window) rootLost(ctx context.Context) error {
-	type other struct {
-		p        int
-		head     *redis.StringCmd
-		outlived *redis.StringCmd
-	}
 	pipe := w.f.rdb.Pipeline()
-	var clock *redis.TimeCmd
-	if w.clock == nil {
-		clock = pipe.Time(ctx)
-	}
-	var others []other
+	var others []*redis.IntCmd
 	for p := range w.f.parts {
 		if p != w.root {
-			others = append(others, other{p, pipe.GetRange(ctx, w.ringKey(p), 0, int64(w.r.state)-1),
-				pipe.HGet(ctx, w.settingsKey(p), "outlived")})
+			others = append(others, pipe.Exists(ctx, w.ringKey(p)))
 		}
 	}
 	if err := execAll(ctx, pipe); err != nil {
 		return err
 	}
-	var nowMS int64
-	if w.clock != nil {
-		nowMS = w.clock()
-	} else {
-		nowMS = clock.Val().UnixMilli()
-	}
-	holds := func(o other) (bool, error) {
-		head := o.head.Val()
-		switch {
-		case head == "":
-			return false, nil
-		case o.outlived.Val() == "1" || len(head) != w.r.state:
-			return true, nil
-		}
-		key := w.ringKey(o.p)
-		st, err := w.r.parseState(key, head, w.bucket.Milliseconds())
-		if err != nil {
-			return false, err
-		}
-		c, err := st.current(key, nowMS)
-		if err != nil {
-			return false, err
-		}
-		return slices.ContainsFunc(st.held, func(h int64) bool { return h > 0 && h >= c-int64(w.r.gens) && h < c }), nil
-	}
-	held := false
-	for _, o := range others {
-		h, err := holds(o)
-		if err != nil {
-			return err
-		}
-		held = held || h
-	}
+	held := slices.ContainsFunc(others, func(e *redis.IntCmd) bool { return e.Val() > 0 })
 	if !held {
 		return nil
 	}
@@ -1111,10 +965,6 @@ type WindowInfo struct {
 	Hashes int
 	// ErrorRate is the false-positive rate the window was sized for.
 	ErrorRate float64
-	// Blocks says whether the window's slots are in blocks
-	// (docs/format.md); a window made before them is not, and keeps its
-	// layout until it is dropped or expires.
-	Blocks bool
 	// Generations are the live generations, oldest first: those of the
 	// buckets of the span that exist, and the current one.
 	Generations []GenerationInfo
@@ -1135,12 +985,8 @@ type GenerationInfo struct {
 
 // Info reads the window's state, in one transaction per partition.
 func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
-	return adopting(ctx, w, func(l *Window) (*WindowInfo, error) { return l.info(ctx) })
-}
-
-func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 	f := w.f
-	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate, Blocks: f.blocked}
+	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
 	reads := make([]ringRead, len(f.parts))
 	all := make([]txUnit, len(f.parts))
 	for p := range all {
@@ -1221,9 +1067,9 @@ func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 // once the root is gone, the next call makes a new window, whose rings
 // have another incarnation: the operation ids of the dropped one are not
 // replayed. It deletes the partitions of every number of partitions the
-// window may have: this handle's, in both layouts (Window.flat), and the
-// one the stored headers state (storedPartitions), so that a handle with
-// another Partitions drops it whole. (Rings it left would outlive the
+// window may have: this handle's, and the one the stored headers state
+// (storedPartitions), so that a handle with another Partitions drops it
+// whole. (Rings it left would outlive the
 // root's settings and make the window made again ErrDamaged, rootLost.)
 func (w *Window) Drop(ctx context.Context) error {
 	del := func(parts ...string) error {
@@ -1240,7 +1086,7 @@ func (w *Window) Drop(ctx context.Context) error {
 	if err != nil {
 		return callError("window drop", fmt.Errorf("%s: %w", w.f.name, err))
 	}
-	counts = append(counts, len(w.f.parts), len(w.flat.f.parts))
+	counts = append(counts, len(w.f.parts))
 	root := w.f.parts[w.root].key
 	var others []string
 	for _, p := range counts {

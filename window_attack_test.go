@@ -489,61 +489,6 @@ func TestWindowMadeAtOnce(t *testing.T) {
 	}
 }
 
-// TestWindowRootLostEarlierRings: rings made by an earlier commit (no
-// 'outlived' mark: their root's settings lived only a bucket longer than
-// the root's ring) outlive them by up to three buckets. Idle past the
-// root's settings, such a window works again: the first call's round has
-// written the current bucket into the other rings, but they hold no live
-// past generation (before, with every live ring taken for a lost root,
-// it failed with ErrDamaged for good, each round keeping the rings
-// alive). In use, a lost root is ErrDamaged: the other rings hold live
-// past generations.
-func TestWindowRootLostEarlierRings(t *testing.T) {
-	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 3 * time.Minute, Partitions: 3, IDLifetime: time.Minute}
-		earlier := func(w *Window) { // what an earlier commit's rings look like
-			for p := range w.f.parts {
-				rdb.HDel(ctx, w.settingsKey(p), "outlived")
-			}
-		}
-		t.Run("idle", func(t *testing.T) {
-			clk := newClock(time.UnixMilli(1_000_000_000_000))
-			w := clocked(must(NewWindow(rdb, "earlier-idle", o)).on(t), clk)
-			must(w.TestOrAddMany(ctx, events("old", 60))).on(t)
-			earlier(w)
-			// The root's ring lived W = 5 buckets, its settings one more.
-			clk.add(6*time.Minute + time.Second)
-			rdb.Del(ctx, w.ringKey(w.root), w.settingsKey(w.root))
-			for range 3 {
-				if _, err := w.TestOrAddMany(ctx, events("new", 60)); err != nil {
-					t.Fatalf("TestOrAddMany on a window idle past its root's settings: %v", err)
-				}
-			}
-			if _, err := w.TestMany(ctx, events("new", 60)); err != nil {
-				t.Errorf("TestMany: %v", err)
-			}
-			if _, err := w.Info(ctx); err != nil {
-				t.Errorf("Info: %v", err)
-			}
-		})
-		t.Run("in use", func(t *testing.T) {
-			clk := newClock(time.UnixMilli(1_000_000_000_000))
-			w := clocked(must(NewWindow(rdb, "earlier-used", o)).on(t), clk)
-			held := events("held", 60)
-			must(w.TestOrAddMany(ctx, held)).on(t)
-			clk.add(time.Minute)
-			must(w.TestOrAddMany(ctx, events("later", 60))).on(t)
-			earlier(w)
-			rdb.Del(ctx, w.ringKey(w.root), w.settingsKey(w.root))
-			wantDamaged(t, held, "after the root's keys were lost", map[string]func() ([]bool, error){
-				"TestMany":      func() ([]bool, error) { return w.TestMany(ctx, held) },
-				"TestOrAddMany": func() ([]bool, error) { return w.TestOrAddMany(ctx, held) },
-				"Info":          func() ([]bool, error) { _, err := w.Info(ctx); return nil, err },
-			})
-		})
-	})
-}
-
 // TestWindowDropOtherPartitions: Drop from a handle with another
 // Partitions (fewer, or automatic) deletes the whole window, not only the
 // partitions it would have; the window made again works, and nothing of

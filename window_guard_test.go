@@ -2,10 +2,7 @@ package rbloom
 
 import (
 	"errors"
-	"fmt"
-	"maps"
 	"math"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,43 +144,6 @@ func TestWindowRingsTogether(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestWindowEarlierFormat: a window written by the earlier format (one key
-// per generation, with or without stored settings) is refused with
-// ErrParamsMismatch by every method, never read as empty: no event it
-// holds is answered new, and nothing is written.
-func TestWindowEarlierFormat(t *testing.T) {
-	rdb := realRedis(t)
-	o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2}
-	for _, settings := range []bool{true, false} {
-		rdb.FlushAll(ctx)
-		w := must(NewWindow(rdb, "earlier", o)).on(t)
-		b := time.Now().UnixMilli() / time.Minute.Milliseconds()
-		for p, part := range w.f.parts {
-			gen := part.key + ":g:" + strconv.FormatInt(b, 10)
-			rdb.SetRange(ctx, gen, int64(w.f.h.size())-1, "\x00")
-			rdb.SetRange(ctx, gen, 0, part.head)
-			if settings {
-				rdb.HSet(ctx, w.settingsKey(p), "s", fmt.Sprintf("%sbucket=%dms;span=%dms", part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
-			}
-		}
-		before := dump(t, rdb)
-		for method, call := range map[string]func() error{
-			"TestOrAdd":         func() error { _, err := w.TestOrAdd(ctx, "x"); return err },
-			"TestOrAddManyOnce": func() error { _, err := w.TestOrAddManyOnce(ctx, events("e", 50), "batch"); return err },
-		} {
-			if err := call(); !errors.Is(err, ErrParamsMismatch) || !strings.Contains(err.Error(), "earlier") {
-				t.Errorf("settings stored %v, %s: %v, want ErrParamsMismatch naming the earlier format", settings, method, err)
-			}
-		}
-		if _, err := w.TestMany(ctx, events("e", 50)); settings && !errors.Is(err, ErrParamsMismatch) {
-			t.Errorf("settings stored, TestMany: %v, want ErrParamsMismatch", err)
-		}
-		if after := dump(t, rdb); !maps.Equal(before, after) {
-			t.Errorf("settings stored %v: refused calls changed Redis", settings)
-		}
-	}
 }
 
 // TestWindowOptionsRefused: every out-of-range WindowOptions value is

@@ -29,7 +29,6 @@ func newClock(start time.Time) *clock { return &clock{t: start} }
 // clocked makes w read clk instead of Redis's clock: tests only.
 func clocked(w *Window, clk *clock) *Window {
 	w.clock = func() int64 { return clk.now().UnixMilli() }
-	w.flat.clock = w.clock
 	return w
 }
 func events(prefix string, n int) []string {
