@@ -241,22 +241,11 @@ func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID st
 }
 
 // maxWindowWords bounds the slot words one window call takes: 15 events at
-// the seed's k = 21. The figures below are of the script that read the
-// words itself (before 6277296; the calls now mostly write: 251 us on
-// average at the seed's size, BENCHMARKS.md). A call cost about 1 us a
-// slot word (most of it the BITFIELD reads and writes of scattered words,
-// and the arguments Redis hands to Lua) plus about 60 us of its own (settings, state, record: a
-// call of one event took 83.9 us at a54f7d1), so fewer words cost more an
-// event. On this 2-core machine, with a54f7d1's script: 24 past
-// generations at 1e-9 (k = 21), 200,000 events a bucket, batches of 1,000
-// taking turns, 315 words a call cost 3.0 to 4.9% more an event than 525
-// in three runs of 600 batches (383 against 620 us a call). At the seed's
-// size (rbloom bench -seed, 1 minute as fast as it goes) 525 words held
-// 30,382 and 31,462 events/s with calls of p99.9 3,408 and 1,516 us (4,414
-// of 87,420 and 2,355 of 90,474 calls of 1 ms or more), and 315 words
-// 32,607 and 31,922 events/s with p99.9 700 and 741 us (6 of 145,180 and
-// 17 of 142,054): the same rate within the runs' spread, and calls under
-// the 1 ms of issue 18. window.lua refuses more than 1,500 words. A
+// the seed's k = 21. A call costs about a microsecond a slot word plus tens
+// of its own (settings, state, record), so fewer words cost more an event,
+// but a call of many words holds the server longer: at this bound calls
+// stay under a millisecond at the seed's size for about the same events a
+// second as larger calls. window.lua refuses more than 1,500 words. A
 // partition's events are cut evenly (evenSpans): the seed's batches of
 // 1,000 events in 16 partitions give about 62 a partition, 5 calls of 12
 // or 13 events rather than 4 of 15 and one of 2.
@@ -381,8 +370,7 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 		// that told it which events are held. All go again: after a '^'
 		// without those reads, the calls reading the events themselves
 		// ('d'), for a pass that takes longer than a bucket would find a
-		// later one each time (an outside review: a batch sent again was
-		// sent until its events left the span, then answered new).
+		// later one each time, until its events left the span.
 		readFirst := true
 		for len(parts) > 0 {
 			var found []byte

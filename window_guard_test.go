@@ -16,9 +16,8 @@ import (
 
 // TestWindowSettingsStored: a handle that disagrees with the stored window
 // on any setting gets ErrParamsMismatch from every method, even once every
-// generation it would read has expired (before, a handle with other
-// Partitions or EventsPerBucket was refused only where a generation still
-// existed, and one with another IDLifetime applied a batch id twice).
+// generation it would read has expired (a handle with another IDLifetime
+// would apply a batch id twice).
 func TestWindowSettingsStored(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		clk := newClock(time.UnixMilli(1_000_000_000_000))
@@ -78,7 +77,7 @@ func TestWindowDamage(t *testing.T) {
 		},
 		"state garbage": func(key string) { rdb.SetRange(ctx, key, ringPositionsByte, "\x7f\x01\x02\x03\x04\x05\x06\x07") },
 		// A cursor that is no multiple of W would apply the mask out of
-		// phase, clearing live generations (found by an outside review).
+		// phase, clearing live generations.
 		"cursor misaligned": func(key string) {
 			rdb.SetRange(ctx, key, ringCursorByte, "\x00\x00\x00\x00\x00\x00\x00\x05")
 			rdb.Do(ctx, "BITFIELD", key, "SET", "i64", 8*(ringPositionsByte+ringPositionSize*3), -2)
