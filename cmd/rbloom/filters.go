@@ -233,10 +233,13 @@ func setupInfo(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error 
 			return fmt.Errorf("no filter named %q", args[0])
 		}
 		if *asJSON {
-			return printInfoJSON(c, in)
+			err = printInfoJSON(c, in)
+		} else {
+			printInfo(c, in)
 		}
-		printInfo(c, in)
-		return nil
+		warnOverfull(c, in)
+		warnEviction(c, in)
+		return err
 	}
 }
 
@@ -270,8 +273,6 @@ func printInfo(c *cli, in *rbloom.Info) {
 	if in.Mode == rbloom.ModeCuckoo {
 		fmt.Fprintf(c.out, "%-15s %.3f of the slots (adds fail with ErrFull past %g)\n", "load:", in.Load, rbloom.CuckooMaxLoad)
 	}
-	warnOverfull(c, in)
-	warnEviction(c, in)
 }
 
 // evictionRow says what the server's maxmemory-policy means for the filter.
@@ -336,13 +337,17 @@ type infoJSON struct {
 	TTLSeconds        float64 `json:"ttl_seconds"` // 0: never expires
 	FalsePositiveRate float64 `json:"false_positive_rate"`
 	// Measured from the slots: see rbloom.Info.
-	MeasuredFalsePositiveRate float64         `json:"measured_false_positive_rate"`
-	Fill                      float64         `json:"fill"` // items / capacity
-	NonZero                   uint64          `json:"non_zero_slots"`
-	Saturated                 uint64          `json:"saturated_counters"`
-	Damaged                   bool            `json:"damaged"`
-	Overfull                  bool            `json:"overfull"`
-	Partitions                []partitionJSON `json:"partitions"`
+	MeasuredFalsePositiveRate float64 `json:"measured_false_positive_rate"`
+	Fill                      float64 `json:"fill"` // items / capacity
+	NonZero                   uint64  `json:"non_zero_slots"`
+	Saturated                 uint64  `json:"saturated_counters"`
+	Damaged                   bool    `json:"damaged"`
+	Overfull                  bool    `json:"overfull"`
+	// The server's maxmemory-policy ("" when it does not say), and
+	// whether it may evict the filter's keys: see rbloom.Info.Evicts.
+	EvictionPolicy string          `json:"eviction_policy"`
+	Evicts         bool            `json:"evicts"`
+	Partitions     []partitionJSON `json:"partitions"`
 }
 
 type partitionJSON struct {
@@ -363,6 +368,7 @@ func printInfoJSON(c *cli, in *rbloom.Info) error {
 		MeasuredFalsePositiveRate: in.MeasuredFalsePositiveRate,
 		Fill:                      in.Fill, NonZero: in.NonZero, Saturated: in.Saturated,
 		Damaged: in.Damaged, Overfull: in.Overfull(),
+		EvictionPolicy: in.EvictionPolicy, Evicts: in.Evicts(),
 		Partitions: []partitionJSON{},
 	}
 	for _, p := range in.Partitions {
