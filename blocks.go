@@ -9,22 +9,13 @@ import (
 
 // A window's slots in blocks. At the seed's size (7.4 GB of rings) much
 // of an event's cost is the k words it reads and writes at random: each
-// is a cache miss and, on a virtual machine, a walk of the page tables
-// (300 BITFIELD SET u1 of random bits took 1.02 us each over 2 GB and
-// 0.89 with three in each 4 KiB page). Windows put an event's k slots in
-// blocks of blockSlots slots, at most groupSlots of them in each, so that
-// its words share a few pages. On this 2-core machine, two windows of
-// half the seed's size on one server (7.4 GB together), batches of 1,000
-// events taking turns, the one in blocks took 0.957, 0.905 and 0.903 of
-// the Redis time an event of the flat one (RBLOOM_LAYOUTS=20833333x8 go
-// test -run '^$' -bench BenchmarkWindowLayouts -benchtime 300x); a test
-// not kept gave 0.881, 0.912 and 0.940, and with groups of 5 0.878 and
-// 0.930, for 1.3% more memory.
+// is a cache miss and, on a virtual machine, a walk of the page tables.
+// Windows put an event's k slots in blocks of blockSlots slots, at most
+// groupSlots of them in each, so that its words share a few pages.
 //
 // A block takes a random number of groups, so a generation holds less for
 // the same slots than a plain Bloom filter: it gets more slots
-// (blockedSlots, 0.53% at the seed's settings), and at least one a
-// partition more than the flat layout (newWindow).
+// (blockedSlots, 0.53% at the seed's settings).
 const (
 	blockSlots = 1024 // slots of a block (its words: 3,328 bytes at W = 26)
 	groupSlots = 3    // the slots of an event in one block, at most

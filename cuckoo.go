@@ -43,11 +43,8 @@ const (
 	// its slots it fills at most. An add past it fails with ErrFull before
 	// any fingerprint moves, where kick chains would grow long and calls
 	// slow. Sizing from Capacity plans for Capacity items at this load.
-	// Measured under churn (rounds that each remove 1,000 items and add
-	// 1,000, a filter of 200,000, Redis 8.0-m01 on 2 shared cores):
-	// 6.9 µs an insert at 0.8, 7.6 at 0.85, 9.9 at 0.9 (5.5 at 0.7),
-	// where a counting filter takes about 4.4; 0.9 would save 11% of the
-	// memory.
+	// Under churn an insert costs more the fuller the filter, its kick
+	// chains growing: 0.9 would save 11% of the memory for slower inserts.
 	CuckooMaxLoad = 0.8
 
 	cuckooBucketSize = 4
@@ -58,33 +55,11 @@ const (
 	// without the planned load first refuse an add at load 0.95 or more.
 	cuckooMaxKicks = 100
 	// cuckooItemsPerCall bounds the items of one script call, so that a
-	// call stays under a millisecond of server time at the planned load;
-	// the more items a call, the less of each insert goes to the call's
-	// own work (its header, record and arguments: about 50 µs, against
-	// about 6 µs an item). Measured under churn at 0.8 (a filter of
-	// 500,000, 1,000 items removed and added a round, a harness like row
-	// 17 of rbloom bench, built with each size, the sizes taking turns on
-	// one redis-server), inserts against the counting filter's in the
-	// same run, and the cuckoo calls' p99.9 (INFO latencystats):
-	//   - 2026-11-25, 300,000 inserts a run: 16 items 0.74 x and 239 µs,
-	//     24 0.77 x and 317 µs, 32 0.78 x and 385 µs, 48 0.80 x and
-	//     492 µs, 64 0.85 x and 631 µs.
-	//   - 2026-11-27, on a machine 2.1 to 2.5 times slower at plain
-	//     pipelined BITFIELD (rbloom bench row 5), 300,000 inserts a run,
-	//     the runs of a busy spell of the machine left out: 40 items
-	//     0.80-0.87 x and 721-782 µs (3 runs), 48 0.73-0.98 x and
-	//     819-1,040 µs (7 runs, 6 under 1 ms), 56 0.85-0.93 x and
-	//     967-1,819 µs (3), 64 0.86-0.97 x and 922-1,221 µs (7, 1 under
-	//     1 ms). Earlier that day, 500,000 inserts a run: 32 items
-	//     0.67-0.94 x and 569-782 µs, 48 0.85-1.08 x and 872-1,474 µs, 64
-	//     0.82-0.99 x and 872-2,048 µs.
-	// The calls of 1 ms or more are the machine's stalls more than long
-	// kick chains: rbloom bench counted about as many at load 0.6 as at
-	// 0.8 (34 and 38 of 32,000), and a call of one BITFIELD in a script
-	// took up to 4 ms in the same run. A shorter call is hit by fewer of
-	// them: 48 items keeps the bound on the slower machine in most runs,
-	// at about 7% of the inserts' speed against 64 (means of 0.854 x and
-	// 0.918 x the counting filter's).
+	// call stays under a millisecond of server time at the planned load:
+	// a call has work of its own (header, record, arguments), so more
+	// items a call are cheaper an item, but a longer call meets more of a
+	// busy server's stalls. 48 items keep most calls under the bound for
+	// a few percent of speed against 64.
 	cuckooItemsPerCall = 48
 	// cuckooStride is the numbers a placement keeps per item: the bit
 	// offsets of its two buckets, its first bucket and its fingerprint.

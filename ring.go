@@ -3,10 +3,8 @@ package rbloom
 import (
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // A window partition is one Redis string, its ring (lua/window.lua and
@@ -140,30 +138,9 @@ func (st ringState) liveMask(r ring, c int64) []uint32 {
 	return mask
 }
 
-// popcount is the number of live positions in mask.
-func popcount(mask []uint32) int {
-	n := 0
-	for _, m := range mask {
-		n += bits.OnesCount32(m)
-	}
-	return n
-}
-
 // windowSettings is what a window's settings hash holds in 's': the
-// header, then ";ring;" and the bucket and span, which a window of the
-// earlier format (one key per generation) did not have, and for a window
-// whose slots are in blocks (blocks.go) their size and the slots of a
-// group.
-func windowSettings(head string, bucketMS, spanMS int64, blocked bool) string {
-	s := fmt.Sprintf("%s;ring;bucket=%dms;span=%dms", head, bucketMS, spanMS)
-	if blocked {
-		s += fmt.Sprintf(";blocks=%dx%d", blockSlots, groupSlots)
-	}
-	return s
-}
-
-// earlierFormat reports whether stored settings are those of a window of
-// the earlier format.
-func earlierFormat(stored string) bool {
-	return len(stored) > headerSize && !strings.Contains(stored[headerSize:], ";ring;")
+// header, then the bucket and span and the size of its blocks (blocks.go)
+// and of a group, which say where its events are.
+func windowSettings(head string, bucketMS, spanMS int64) string {
+	return fmt.Sprintf("%s;ring;bucket=%dms;span=%dms;blocks=%dx%d", head, bucketMS, spanMS, blockSlots, groupSlots)
 }

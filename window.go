@@ -56,13 +56,6 @@ type Window struct {
 	// call in, so that none expires before the root's while the window is
 	// used.
 	touchedAll atomic.Int64
-	// flat is the same window with its slots anywhere in a partition, as
-	// rbloom made windows before blocks (blocks.go); nil in flat itself.
-	// A window's settings say which it is: the handle uses flat once they
-	// do (useFlat), and blocks again when they say so (a Drop and a new
-	// window), so that it reads and writes each where they live.
-	flat    *Window
-	useFlat atomic.Bool
 }
 
 // WindowOptions size a Window. EventsPerBucket, Bucket and Span are
@@ -76,11 +69,14 @@ type WindowOptions struct {
 	// the union of its generations. Default DefaultErrorRate.
 	ErrorRate float64
 
-	// Bucket is the time of one generation: at least 1ms.
+	// Bucket is the time of one generation: whole milliseconds, at least
+	// 1ms and at most about 26.5 years (maxBucket).
 	Bucket time.Duration
 
 	// Span is how long an event is remembered, at least: a whole number of
-	// buckets or not, at least one bucket and at most 10,000. A word holds
+	// buckets or not, at least one bucket and at most 10,000 (fewer for
+	// buckets over 10 days: the window's keys live for a span and ten
+	// buckets, which must fit a time.Duration). A word holds
 	// one bit per bucket of the span plus two, read 32 bits per BITFIELD
 	// field: spans of up to 30 buckets cost the least.
 	Span time.Duration
@@ -109,50 +105,28 @@ func NewWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 }
 
 func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
-	flat, err := newWindowLayout(rdb, name, o, false, 0)
-	if err != nil {
-		return nil, err
-	}
-	// At least a slot more a partition than the flat layout, for the same
-	// partitions: its rings never have the blocks' header, so that a
-	// process of an earlier rbloom, which makes settings again when they
-	// are gone, refuses a ring in blocks rather than read it flat.
-	n := uint64(len(flat.f.parts))
-	w, err := newWindowLayout(rdb, name, o, true, (flat.f.h.m+1)*n)
-	if err != nil {
-		return nil, err
-	}
-	w.flat = flat
-	return w, nil
-}
-
-// newWindowLayout returns the window of o with its slots in blocks or not,
-// and at least minSlots slots a generation.
-func newWindowLayout(rdb Client, name string, o WindowOptions, blocked bool, minSlots uint64) (*Window, error) {
 	bad := func(format string, args ...any) (*Window, error) {
 		return nil, failf(ErrInvalidOptions, format, args...)
 	}
 	switch {
 	case o.EventsPerBucket == 0:
 		return bad("EventsPerBucket is 0")
-	case o.Bucket < time.Millisecond || o.Bucket%time.Millisecond != 0:
-		return bad("Bucket = %v, want whole milliseconds, at least 1ms", o.Bucket)
-	case o.Span < o.Bucket || o.Span/o.Bucket > 10_000:
-		return bad("Span = %v, want 1 to 10,000 buckets of %v", o.Span, o.Bucket)
+	case o.Bucket < time.Millisecond || o.Bucket%time.Millisecond != 0 || o.Bucket > maxBucket:
+		return bad("Bucket = %v, want whole milliseconds from 1ms to %v", o.Bucket, maxBucket)
+	case o.Span < o.Bucket || spanBuckets(o.Span, o.Bucket) > maxSpanBuckets(o.Bucket):
+		return bad("Span = %v, want 1 to %d buckets of %v", o.Span, maxSpanBuckets(o.Bucket), o.Bucket)
 	case math.IsNaN(o.ErrorRate) || o.ErrorRate < 0 || o.ErrorRate >= 1:
 		return bad("ErrorRate = %v, want a value in (0, 1)", o.ErrorRate)
 	case o.Partitions < 0 || o.Partitions > MaxPartitions:
 		return bad("Partitions = %d, want 1 to %d", o.Partitions, MaxPartitions)
 	}
-	gens := int((o.Span + o.Bucket - 1) / o.Bucket)
+	gens := int(spanBuckets(o.Span, o.Bucket))
 	// An absent event is tested against up to gens+1 full generations: the
 	// window meets p when each meets 1 - (1-p)^(1/(gens+1)).
 	p := cmp.Or(o.ErrorRate, DefaultErrorRate)
 	perGen := -math.Expm1(math.Log1p(-p) / float64(gens+1))
 	need, k := windowSizing(o.EventsPerBucket, perGen)
-	if blocked {
-		need = max(blockedSlots(o.EventsPerBucket, need, k, perGen), minSlots)
-	}
+	need = blockedSlots(o.EventsPerBucket, need, k, perGen)
 	width := uint64(gens + 2)
 	maxRingSlots := (uint64(maxStringBytes) - uint64(newRing(gens, 0).state)) * 8 / width
 	if need > maxRingSlots*MaxPartitions {
@@ -179,12 +153,37 @@ func newWindowLayout(rdb Client, name string, o WindowOptions, blocked bool, min
 	if err != nil {
 		return nil, err
 	}
-	f.blocked = blocked
+	f.blocked = true
 	w := &Window{f: f, bucket: o.Bucket, r: newRing(gens, f.h.m), root: shareOf(keySlot(name), len(f.parts))}
 	for _, part := range f.parts {
-		w.settings = append(w.settings, windowSettings(part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds(), blocked))
+		w.settings = append(w.settings, windowSettings(part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
 	}
 	return w, nil
+}
+
+// maxGens is the most past generations window.lua reads (its ARGV[4]).
+const maxGens = 10_000
+
+// maxBucket is the longest bucket: Drop's mark lives W + 8 buckets and two
+// minutes (dropMark), at least 11 buckets, and must fit a time.Duration.
+// It is also under window.lua's 2^40 ms.
+const maxBucket = (math.MaxInt64 - 2*time.Minute) / 11 / time.Millisecond * time.Millisecond
+
+// spanBuckets is the number of buckets a span covers, rounded up, without
+// overflowing as (span + bucket - 1) / bucket would.
+func spanBuckets(span, bucket time.Duration) int64 {
+	n := int64(span / bucket)
+	if span%bucket != 0 {
+		n++
+	}
+	return n
+}
+
+// maxSpanBuckets is the most buckets of this length a span can cover:
+// maxGens, and fewer when W + 8 of them (dropMark) would not fit a
+// time.Duration.
+func maxSpanBuckets(bucket time.Duration) int64 {
+	return min(maxGens, int64((math.MaxInt64-2*time.Minute)/bucket)-10)
 }
 
 // windowSlack is the memory a window gives a generation beyond the optimum,
@@ -205,47 +204,6 @@ func windowSizing(n uint64, p float64) (uint64, int) {
 			return m, k
 		}
 	}
-}
-
-// adopting runs op on the layout w uses (Window.flat) and, when that is
-// refused with ErrParamsMismatch while the window's settings are those of
-// the other layout, on the other, which w uses from then on. A refused
-// call wrote nothing: the settings are checked before anything else.
-func adopting[T any](ctx context.Context, w *Window, op func(*Window) (T, error)) (T, error) {
-	l, other := w, w.flat
-	if w.useFlat.Load() {
-		l, other = w.flat, w
-	}
-	v, err := op(l)
-	if !errors.Is(err, ErrParamsMismatch) || other == nil || !other.stored(ctx) {
-		return v, err
-	}
-	w.useFlat.Store(other == w.flat)
-	return op(other)
-}
-
-// stored reports whether the window's settings are w's: the root's, or,
-// with the root's gone, another partition's, whose settings live three
-// buckets longer (a window idle for longer than its span).
-func (w *Window) stored(ctx context.Context) bool {
-	pipe := w.f.rdb.Pipeline()
-	gets := make([]*redis.StringCmd, len(w.f.parts))
-	for p := range w.f.parts {
-		gets[p] = pipe.HGet(ctx, w.settingsKey(p), "s")
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return false
-	}
-	// The root's key is the same whatever the partitions.
-	if root, err := gets[w.root].Result(); err == nil {
-		return root == w.settings[w.root]
-	}
-	for p, get := range gets {
-		if get.Val() == w.settings[p] {
-			return true
-		}
-	}
-	return false
 }
 
 // The keys of partition p: its ring, its settings, and the scratch keys of
@@ -269,7 +227,7 @@ func (w *Window) TestOrAdd(ctx context.Context, event string) (bool, error) {
 // TestOrAddMany is TestOrAdd for each event in order, each seeing the equal
 // ones before it: of two equal events in one batch the second answers true.
 func (w *Window) TestOrAddMany(ctx context.Context, events []string) ([]bool, error) {
-	return adopting(ctx, w, func(l *Window) ([]bool, error) { return l.testOrAdd(ctx, events, "") })
+	return w.testOrAdd(ctx, events, "")
 }
 
 // TestOrAddManyOnce is TestOrAddMany applied at most once per opID
@@ -279,26 +237,15 @@ func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID st
 	if opID == "" || len(opID) > 256 {
 		return nil, callError("window", failf(ErrInvalidOptions, "operation id %q: want 1 to 256 bytes", opID))
 	}
-	return adopting(ctx, w, func(l *Window) ([]bool, error) { return l.testOrAdd(ctx, events, opID) })
+	return w.testOrAdd(ctx, events, opID)
 }
 
 // maxWindowWords bounds the slot words one window call takes: 15 events at
-// the seed's k = 21. The figures below are of the script that read the
-// words itself (before 6277296; the calls now mostly write: 251 us on
-// average at the seed's size, BENCHMARKS.md). A call cost about 1 us a
-// slot word (most of it the BITFIELD reads and writes of scattered words,
-// and the arguments Redis hands to Lua) plus about 60 us of its own (settings, state, record: a
-// call of one event took 83.9 us at a54f7d1), so fewer words cost more an
-// event. On this 2-core machine, with a54f7d1's script: 24 past
-// generations at 1e-9 (k = 21), 200,000 events a bucket, batches of 1,000
-// taking turns, 315 words a call cost 3.0 to 4.9% more an event than 525
-// in three runs of 600 batches (383 against 620 us a call). At the seed's
-// size (rbloom bench -seed, 1 minute as fast as it goes) 525 words held
-// 30,382 and 31,462 events/s with calls of p99.9 3,408 and 1,516 us (4,414
-// of 87,420 and 2,355 of 90,474 calls of 1 ms or more), and 315 words
-// 32,607 and 31,922 events/s with p99.9 700 and 741 us (6 of 145,180 and
-// 17 of 142,054): the same rate within the runs' spread, and calls under
-// the 1 ms of issue 18. window.lua refuses more than 1,500 words. A
+// the seed's k = 21. A call costs about a microsecond a slot word plus tens
+// of its own (settings, state, record), so fewer words cost more an event,
+// but a call of many words holds the server longer: at this bound calls
+// stay under a millisecond at the seed's size for about the same events a
+// second as larger calls. window.lua refuses more than 1,500 words. A
 // partition's events are cut evenly (evenSpans): the seed's batches of
 // 1,000 events in 16 partitions give about 62 a partition, 5 calls of 12
 // or 13 events rather than 4 of 15 and one of 2.
@@ -338,9 +285,7 @@ func (w *Window) expected() int64 {
 // (the first is held, or added by this call), and sends Redis the others
 // only: the script calls of a batch can see different buckets, or run out
 // of order (one answered '~' goes again after the rest), so they could not
-// tell a copy from a new event. The operation id's digest is of the events
-// sent, so that records of a batch sent with its copies, by an earlier
-// rbloom, refuse it (ErrOpIDReused) rather than answer other events.
+// tell a copy from a new event.
 func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([]bool, error) {
 	distinct, first := withoutCopies(events)
 	seen, err := w.testOrAddDistinct(ctx, distinct, opID)
@@ -387,11 +332,7 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 	batch, start := "", time.Time{}
 	if opID != "" {
 		// Every call's record filed by the batch's start, as write.go's.
-		// The digest names the even cut (evenSpans) by -perCall: a handle
-		// of an earlier rbloom, which cut a partition's events in full
-		// calls first, finds other records under its calls' numbers, and
-		// is refused (ErrOpIDReused) rather than apply them again.
-		batch, start = digest(events, -perCall), f.now()
+		batch, start = digest(events, perCall), f.now()
 	}
 	seq := make([]int, len(f.parts))
 	created := false
@@ -429,8 +370,7 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 		// that told it which events are held. All go again: after a '^'
 		// without those reads, the calls reading the events themselves
 		// ('d'), for a pass that takes longer than a bucket would find a
-		// later one each time (an outside review: a batch sent again was
-		// sent until its events left the span, then answered new).
+		// later one each time, until its events left the span.
 		readFirst := true
 		for len(parts) > 0 {
 			var found []byte
@@ -556,29 +496,17 @@ func (w *Window) call(p int, rec record, args []any) scriptCall {
 // missing then was lost, and create fails with ErrDamaged rather than
 // make it again empty. The root's settings come first, before any other
 // ring, so that a root whose ring and settings are both missing beside
-// live rings was lost, not being made (rootLost). It also refuses a window
-// of the earlier format, one key per generation, whose events the rings
-// would not see.
+// live rings was lost, not being made (rootLost).
 func (w *Window) create(ctx context.Context) error {
 	f := w.f
 	pipe := f.rdb.Pipeline()
-	b := time.Now().UnixMilli() / w.bucket.Milliseconds()
-	var earlier []*redis.IntCmd
 	rings := make([]*redis.IntCmd, len(f.parts))
 	for p := range f.parts {
 		rings[p] = pipe.Exists(ctx, w.ringKey(p))
-		for g := b - int64(w.r.gens) - 2; g <= b+1; g++ {
-			earlier = append(earlier, pipe.Exists(ctx, f.parts[p].key+":g:"+strconv.FormatInt(g, 10)))
-		}
 	}
 	rootSettings := pipe.HGet(ctx, w.settingsKey(w.root), "s")
 	if err := execAll(ctx, pipe); err != nil {
 		return err
-	}
-	for _, e := range earlier {
-		if e.Val() > 0 {
-			return failf(ErrParamsMismatch, "%s holds generations of a window of an earlier rbloom (one key per generation): let its span pass with that version, or give this one another name", f.name)
-		}
 	}
 	var missing []int
 	for p, e := range rings {
@@ -662,9 +590,6 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 	}
 	vals := rr.settings.Val()
 	if s, isStr := vals[0].(string); isStr && s != w.settings[p] {
-		if earlierFormat(s) {
-			return st, 0, false, failf(ErrParamsMismatch, "%s holds a window written by an earlier rbloom (one key per generation)", w.settingsKey(p))
-		}
 		return st, 0, false, failf(ErrParamsMismatch, "%s holds other settings than this handle's", w.settingsKey(p))
 	}
 	head := rr.head.Val()
@@ -680,8 +605,8 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 		return st, nowMS, false, nil
 	}
 	if _, isStr := vals[0].(string); !isStr {
-		// As window.lua: the settings say where the ring's events are.
-		return st, 0, false, failf(ErrDamaged, "%s lives and %s is gone: where its events are is not known", key, w.settingsKey(p))
+		// As window.lua: the settings outlive the ring.
+		return st, 0, false, failf(ErrDamaged, "%s lives and %s is gone: which window it holds is not known", key, w.settingsKey(p))
 	}
 	want := w.f.parts[p].head
 	if len(head) < identitySize || head[:identitySize] != want[:identitySize] {
@@ -711,10 +636,6 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 // first preReadWords words of every event, then the others only of the
 // events those leave in doubt (preRead, the reads before TestOrAdd's calls).
 func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) {
-	return adopting(ctx, w, func(l *Window) ([]bool, error) { return l.testMany(ctx, events) })
-}
-
-func (w *Window) testMany(ctx context.Context, events []string) ([]bool, error) {
 	out := make([]bool, len(events))
 	for lo, hi := range spans(len(events), maxRoundTripSlots/w.f.h.k) {
 		found, _, err := w.preRead(ctx, w.place(events[lo:hi]), nil)
@@ -966,77 +887,26 @@ func (w *Window) lost(ctx context.Context, rootLives bool, missing []int) error 
 }
 
 // rootLost returns ErrDamaged when the root's ring and settings are both
-// missing while another partition's ring lives and holds what the root's
-// may have held: they were lost (evicted, deleted, a master's data), not
-// expired, and a new root would answer its share of the held events new.
-//
-// The root's settings outlive every ring of a window made by this version
-// (window.lua), whose rings' settings say so ('outlived'): any of them
-// living tells. A ring made before (its root's settings lived only a
-// bucket longer than the root's ring) outlives them by up to three
-// buckets, then holding only generations older than the span, but for
-// the current bucket's, which this call's round may have just written:
-// only a live past generation tells, so a root lost in such a window's
-// first bucket goes unseen, and one idle past its root's settings works
-// again instead of failing for good.
+// missing while another partition's ring lives: they were lost (evicted,
+// deleted, a master's data), not expired, and a new root would answer its
+// share of the held events new. The root's settings outlive every ring of
+// the window (window.lua), so any other ring living tells.
 //
 // create writes the root's settings before any other ring, so the rings
 // are read first, then the root's keys: a window being made is not taken
 // for one lost.
 func (w *Window) rootLost(ctx context.Context) error {
-	type other struct {
-		p        int
-		head     *redis.StringCmd
-		outlived *redis.StringCmd
-	}
 	pipe := w.f.rdb.Pipeline()
-	var clock *redis.TimeCmd
-	if w.clock == nil {
-		clock = pipe.Time(ctx)
-	}
-	var others []other
+	var others []*redis.IntCmd
 	for p := range w.f.parts {
 		if p != w.root {
-			others = append(others, other{p, pipe.GetRange(ctx, w.ringKey(p), 0, int64(w.r.state)-1),
-				pipe.HGet(ctx, w.settingsKey(p), "outlived")})
+			others = append(others, pipe.Exists(ctx, w.ringKey(p)))
 		}
 	}
 	if err := execAll(ctx, pipe); err != nil {
 		return err
 	}
-	var nowMS int64
-	if w.clock != nil {
-		nowMS = w.clock()
-	} else {
-		nowMS = clock.Val().UnixMilli()
-	}
-	holds := func(o other) (bool, error) {
-		head := o.head.Val()
-		switch {
-		case head == "":
-			return false, nil
-		case o.outlived.Val() == "1" || len(head) != w.r.state:
-			return true, nil
-		}
-		key := w.ringKey(o.p)
-		st, err := w.r.parseState(key, head, w.bucket.Milliseconds())
-		if err != nil {
-			return false, err
-		}
-		c, err := st.current(key, nowMS)
-		if err != nil {
-			return false, err
-		}
-		return slices.ContainsFunc(st.held, func(h int64) bool { return h > 0 && h >= c-int64(w.r.gens) && h < c }), nil
-	}
-	held := false
-	for _, o := range others {
-		h, err := holds(o)
-		if err != nil {
-			return err
-		}
-		held = held || h
-	}
+	held := slices.ContainsFunc(others, func(e *redis.IntCmd) bool { return e.Val() > 0 })
 	if !held {
 		return nil
 	}
@@ -1083,10 +953,6 @@ type WindowInfo struct {
 	Hashes int
 	// ErrorRate is the false-positive rate the window was sized for.
 	ErrorRate float64
-	// Blocks says whether the window's slots are in blocks
-	// (docs/format.md); a window made before them is not, and keeps its
-	// layout until it is dropped or expires.
-	Blocks bool
 	// Generations are the live generations, oldest first: those of the
 	// buckets of the span that exist, and the current one.
 	Generations []GenerationInfo
@@ -1107,12 +973,8 @@ type GenerationInfo struct {
 
 // Info reads the window's state, in one transaction per partition.
 func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
-	return adopting(ctx, w, func(l *Window) (*WindowInfo, error) { return l.info(ctx) })
-}
-
-func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 	f := w.f
-	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate, Blocks: f.blocked}
+	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
 	reads := make([]ringRead, len(f.parts))
 	all := make([]txUnit, len(f.parts))
 	for p := range all {
@@ -1193,9 +1055,9 @@ func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 // once the root is gone, the next call makes a new window, whose rings
 // have another incarnation: the operation ids of the dropped one are not
 // replayed. It deletes the partitions of every number of partitions the
-// window may have: this handle's, in both layouts (Window.flat), and the
-// one the stored headers state (storedPartitions), so that a handle with
-// another Partitions drops it whole. (Rings it left would outlive the
+// window may have: this handle's, and the one the stored headers state
+// (storedPartitions), so that a handle with another Partitions drops it
+// whole. (Rings it left would outlive the
 // root's settings and make the window made again ErrDamaged, rootLost.)
 func (w *Window) Drop(ctx context.Context) error {
 	del := func(parts ...string) error {
@@ -1212,7 +1074,7 @@ func (w *Window) Drop(ctx context.Context) error {
 	if err != nil {
 		return callError("window drop", fmt.Errorf("%s: %w", w.f.name, err))
 	}
-	counts = append(counts, len(w.f.parts), len(w.flat.f.parts))
+	counts = append(counts, len(w.f.parts))
 	root := w.f.parts[w.root].key
 	var others []string
 	for _, p := range counts {

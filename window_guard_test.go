@@ -2,9 +2,7 @@ package rbloom
 
 import (
 	"errors"
-	"fmt"
-	"maps"
-	"strconv"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +16,8 @@ import (
 
 // TestWindowSettingsStored: a handle that disagrees with the stored window
 // on any setting gets ErrParamsMismatch from every method, even once every
-// generation it would read has expired (before, a handle with other
-// Partitions or EventsPerBucket was refused only where a generation still
-// existed, and one with another IDLifetime applied a batch id twice).
+// generation it would read has expired (a handle with another IDLifetime
+// would apply a batch id twice).
 func TestWindowSettingsStored(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		clk := newClock(time.UnixMilli(1_000_000_000_000))
@@ -80,7 +77,7 @@ func TestWindowDamage(t *testing.T) {
 		},
 		"state garbage": func(key string) { rdb.SetRange(ctx, key, ringPositionsByte, "\x7f\x01\x02\x03\x04\x05\x06\x07") },
 		// A cursor that is no multiple of W would apply the mask out of
-		// phase, clearing live generations (found by an outside review).
+		// phase, clearing live generations.
 		"cursor misaligned": func(key string) {
 			rdb.SetRange(ctx, key, ringCursorByte, "\x00\x00\x00\x00\x00\x00\x00\x05")
 			rdb.Do(ctx, "BITFIELD", key, "SET", "i64", 8*(ringPositionsByte+ringPositionSize*3), -2)
@@ -148,43 +145,6 @@ func TestWindowRingsTogether(t *testing.T) {
 	})
 }
 
-// TestWindowEarlierFormat: a window written by the earlier format (one key
-// per generation, with or without stored settings) is refused with
-// ErrParamsMismatch by every method, never read as empty: no event it
-// holds is answered new, and nothing is written.
-func TestWindowEarlierFormat(t *testing.T) {
-	rdb := realRedis(t)
-	o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2}
-	for _, settings := range []bool{true, false} {
-		rdb.FlushAll(ctx)
-		w := must(NewWindow(rdb, "earlier", o)).on(t)
-		b := time.Now().UnixMilli() / time.Minute.Milliseconds()
-		for p, part := range w.f.parts {
-			gen := part.key + ":g:" + strconv.FormatInt(b, 10)
-			rdb.SetRange(ctx, gen, int64(w.f.h.size())-1, "\x00")
-			rdb.SetRange(ctx, gen, 0, part.head)
-			if settings {
-				rdb.HSet(ctx, w.settingsKey(p), "s", fmt.Sprintf("%sbucket=%dms;span=%dms", part.head, o.Bucket.Milliseconds(), o.Span.Milliseconds()))
-			}
-		}
-		before := dump(t, rdb)
-		for method, call := range map[string]func() error{
-			"TestOrAdd":         func() error { _, err := w.TestOrAdd(ctx, "x"); return err },
-			"TestOrAddManyOnce": func() error { _, err := w.TestOrAddManyOnce(ctx, events("e", 50), "batch"); return err },
-		} {
-			if err := call(); !errors.Is(err, ErrParamsMismatch) || !strings.Contains(err.Error(), "earlier") {
-				t.Errorf("settings stored %v, %s: %v, want ErrParamsMismatch naming the earlier format", settings, method, err)
-			}
-		}
-		if _, err := w.TestMany(ctx, events("e", 50)); settings && !errors.Is(err, ErrParamsMismatch) {
-			t.Errorf("settings stored, TestMany: %v, want ErrParamsMismatch", err)
-		}
-		if after := dump(t, rdb); !maps.Equal(before, after) {
-			t.Errorf("settings stored %v: refused calls changed Redis", settings)
-		}
-	}
-}
-
 // TestWindowOptionsRefused: every out-of-range WindowOptions value is
 // ErrInvalidOptions at NewWindow, naming the field.
 func TestWindowOptionsRefused(t *testing.T) {
@@ -223,5 +183,64 @@ func TestWindowLongSpan(t *testing.T) {
 	}
 	if seen := must(w.TestMany(ctx, []string{"a", "c"})).on(t); !seen[0] || seen[1] {
 		t.Errorf("TestMany = %v, want [true false]", seen)
+	}
+}
+
+// TestWindowBucketAndSpanLimits: NewWindow takes every Bucket and Span a
+// window can serve, and each such window answers; every other one is
+// ErrInvalidOptions naming the field. The limits are window.lua's (at
+// most 10,000 past generations) and the Go durations a window works out
+// (its Drop mark lives W + 8 buckets and two minutes: a time.Duration).
+func TestWindowBucketAndSpanLimits(t *testing.T) {
+	rdb := realRedis(t)
+	const (
+		year = 8766 * time.Hour
+		day  = 24 * time.Hour
+		// The longest bucket: 11 of them and two minutes in a Duration.
+		longest = (math.MaxInt64 - 2*time.Minute) / 11 / time.Millisecond * time.Millisecond
+	)
+	for _, c := range []struct {
+		name         string
+		bucket, span time.Duration
+		refused      string // the field named, or "" when the window serves it
+	}{
+		{"1ms", time.Millisecond, time.Millisecond, ""},
+		{"10,000 buckets", time.Second, 10_000 * time.Second, ""},
+		{"10,000 buckets and a nanosecond", time.Second, 10_000*time.Second + 1, "Span"},
+		{"10,001 buckets", time.Second, 10_001 * time.Second, "Span"},
+		{"the longest bucket", longest, longest, ""},
+		{"a millisecond more", longest + time.Millisecond, longest + time.Millisecond, "Bucket"},
+		{"73 years", 73 * year, 73 * year, "Bucket"},
+		{"147 years: Span + Bucket overflows", 147 * year, 147 * year, "Bucket"},
+		{"30 days, 3,548 buckets", 30 * day, 3548 * 30 * day, ""},
+		{"30 days, 3,549 buckets", 30 * day, 3549 * 30 * day, "Span"},
+		{"the longest Span", time.Hour, math.MaxInt64, "Span"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := WindowOptions{EventsPerBucket: 10, ErrorRate: 0.01, Bucket: c.bucket, Span: c.span, Partitions: 1}
+			w, err := NewWindow(rdb, "limits", o)
+			if c.refused != "" {
+				if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), c.refused) {
+					t.Fatalf("NewWindow: %v, want ErrInvalidOptions naming %s", err, c.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("NewWindow: %v", err)
+			}
+			defer func() { _ = w.Drop(ctx) }()
+			if seen, err := w.TestOrAddMany(ctx, []string{"a", "b", "a"}); err != nil || seen[0] || seen[1] || !seen[2] {
+				t.Fatalf("TestOrAddMany = %v, %v, want [false false true]", seen, err)
+			}
+			if seen, err := w.TestMany(ctx, []string{"a", "c"}); err != nil || !seen[0] || seen[1] {
+				t.Errorf("TestMany = %v, %v, want [true false]", seen, err)
+			}
+			if in, err := w.Info(ctx); err != nil || len(in.Generations) != 1 || in.Generations[0].TTL <= 0 {
+				t.Errorf("Info = %+v, %v, want one generation with time left", in, err)
+			}
+			if err := w.Drop(ctx); err != nil {
+				t.Errorf("Drop: %v", err)
+			}
+		})
 	}
 }

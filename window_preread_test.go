@@ -183,10 +183,9 @@ func TestWindowGoneBetweenReadAndCall(t *testing.T) {
 
 // TestWindowPassSlowerThanABucket: when every pass of a batch's reads and
 // calls takes longer than a bucket, the calls still get through, and the
-// events held answer seen (found by an outside review: with buckets of 40
-// ms, a batch of 5,000 sent again was read and refused ('^') until its
-// events left the span, then answered new). Here the clock turns a bucket
-// between every pass's reads and its first call.
+// events held answer seen, rather than be read and refused ('^') until
+// their events leave the span, then answered new. Here the clock turns a
+// bucket between every pass's reads and its first call.
 func TestWindowPassSlowerThanABucket(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		clk := newClock(time.UnixMilli(1_000_000_000_000))

@@ -29,7 +29,6 @@ func newClock(start time.Time) *clock { return &clock{t: start} }
 // clocked makes w read clk instead of Redis's clock: tests only.
 func clocked(w *Window, clk *clock) *Window {
 	w.clock = func() int64 { return clk.now().UnixMilli() }
-	w.flat.clock = w.clock
 	return w
 }
 func events(prefix string, n int) []string {
@@ -471,8 +470,7 @@ func windowMatchesModel(t *testing.T, rdb *redis.Client, p float64) {
 // TestWindowBatchCopies: of two equal events in one batch the second
 // answers true, even when the batch's script calls see different buckets:
 // here the generation holding the event ends between the call with its
-// first copy and the call with its second (found by an outside review:
-// the second answered false, and the event was added again).
+// first copy and the call with its second.
 func TestWindowBatchCopies(t *testing.T) {
 	rdb := realRedis(t)
 	clk := newClock(time.UnixMilli(1_000_000_020_000))

@@ -41,17 +41,16 @@
 --           'inc' the ring's incarnation. It outlives the ring by twice the
 --           id lifetime: a ring made again after it expired takes the same
 --           incarnation, so the operation ids applied to it are replayed.
---           The root's outlive every ring of the window; the others' say
---           so, 'outlived' '1', when this version made them. After a Drop
---           the root's hold only 'dropped' (window.go's dropMark)
+--           The root's outlive every ring of the window. After a Drop the
+--           root's hold only 'dropped' (window.go's dropMark)
 -- KEYS[3], KEYS[4]  scratch keys of a cleaning step (the mask, the chunk),
 --           deleted before the script returns
 -- KEYS[5..] the hashes of this call's record, as in add.lua: one, or
 --           ONCE_RECORD_KEYS under an operation id
 -- ARGV[1]   the generations' 64-byte header (classic); a call that may
 --           create the ring gives it the incarnation of the new rings
--- ARGV[2]   the window's settings: ARGV[1], then ';ring;' and its bucket
---           and span
+-- ARGV[2]   the window's settings: ARGV[1], then its bucket, span and
+--           blocks (window.go's windowSettings)
 -- ARGV[3]   the bucket in ms
 -- ARGV[4]   gens, the past generations read besides the current one
 -- ARGV[5]   the TTL in ms a record hash gets from its first record
@@ -87,12 +86,12 @@
 --           When the call is in another bucket than ARGV[10], the answer
 --           follows '!', the bucket and ':'; or, when the call has events
 --           found held (which come without their words), '^' and the bucket
---           alone (nothing answered: call again, the events not read). Fails with RBLOOM_MISMATCH when
---           the stored settings are not this call's, and RBLOOM_DAMAGED
---           when the ring is missing before its time, truncated, lives
---           without its settings (which say where its events are: in
---           blocks or not, docs/format.md), or holds a state no window
---           writes: its events must not be answered new.
+--           alone (nothing answered: call again, the events not read).
+--           Fails with RBLOOM_MISMATCH when the stored settings are not
+--           this call's, and RBLOOM_DAMAGED when the ring is missing
+--           before its time, truncated, lives without its settings (which
+--           outlive it), or holds a state no window writes: its events
+--           must not be answered new.
 
 local argv = ARGV
 local head, settingsArg, field, tag, clock, create = ARGV[1], ARGV[2], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
@@ -188,10 +187,6 @@ local stored = redis.call('HMGET', settings, 's', 'ring', 'inc', 'wait', 'droppe
 local storedSettings, expires, storedInc = stored[1], tonumber(stored[2]), stored[3]
 if storedInc and #storedInc ~= INC_SIZE then return reject('DAMAGED', settings .. ': an incarnation of ' .. #storedInc .. ' bytes') end
 if storedSettings and storedSettings ~= settingsArg then
-  if not string.find(storedSettings, ';ring;', HEADER + 1, true) then
-    return reject('MISMATCH', settings .. ' holds a window written by an earlier rbloom (one key per generation): ' ..
-      'let its span pass with that version, or give this one another name')
-  end
   return reject('MISMATCH', settings .. ' holds other settings than this handle\'s (partitions, events per bucket, error rate, id lifetime, bucket or span)')
 end
 -- int64 reads the big-endian int64 at byte i (from 1) of s. Redis's
@@ -242,10 +237,10 @@ if got == '' then
   if create == '0' then return '?' end
   for q = 0, W - 1 do held[q] = 0 end
 else
-  -- The settings outlive the ring, and say where its events are (slots in
-  -- blocks or not): a ring without them cannot be read.
+  -- The settings outlive the ring: a ring without them lost them, and
+  -- with them what would tell a handle of other settings from its own.
   if not storedSettings then
-    return reject('DAMAGED', ring .. ' lives and ' .. settings .. ' is gone: where its events are is not known')
+    return reject('DAMAGED', ring .. ' lives and ' .. settings .. ' is gone: which window it holds is not known')
   end
   if string.sub(got, 1, IDENTITY) ~= f.ident then
     local have, whyNot = parse(string.sub(got, 1, HEADER))
@@ -442,12 +437,7 @@ if got == '' then
   redis.call('SETRANGE', ring, 0, string.sub(head, 1, INC_BYTE) .. inc .. string.sub(head, INC_BYTE + INC_SIZE + 1))
   redis.call('BITFIELD', ring, 'SET', 'i64', 8 * RING_BUCKET_BYTE, bucketMS, 'SET', 'i64', 8 * RING_W_BYTE, W)
 end
-if not storedSettings then
-  redis.call('HSET', settings, 's', settingsArg)
-  -- Marks a ring made by a version whose root's settings outlive every
-  -- ring (rootLost in window.go).
-  if root == 'p' then redis.call('HSET', settings, 'outlived', '1') end
-end
+if not storedSettings then redis.call('HSET', settings, 's', settingsArg) end
 if not storedInc then redis.call('HSET', settings, 'inc', inc) end
 if not expires or expires < now + ttl - bucketMS then
   if clock == '' then redis.call('PEXPIREAT', ring, now + ttl) else redis.call('PEXPIRE', ring, ttl) end

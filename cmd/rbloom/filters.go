@@ -240,10 +240,13 @@ func setupInfo(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error 
 			return fmt.Errorf("no filter named %q", args[0])
 		}
 		if *asJSON {
-			return printInfoJSON(c, in)
+			err = printInfoJSON(c, in)
+		} else {
+			printInfo(c, in)
 		}
-		printInfo(c, in)
-		return nil
+		warnOverfull(c, in)
+		warnEviction(c, in)
+		return err
 	}
 }
 
@@ -280,8 +283,6 @@ func printInfo(c *cli, in *rbloom.Info) {
 	if in.Loading {
 		fmt.Fprintf(c.out, "%-15s %s\n", "loading:", loadingRow(in))
 	}
-	warnOverfull(c, in)
-	warnEviction(c, in)
 }
 
 // loadingRow says who loads a filter being loaded, and what to do.
@@ -354,15 +355,19 @@ type infoJSON struct {
 	TTLSeconds        float64 `json:"ttl_seconds"` // 0: never expires
 	FalsePositiveRate float64 `json:"false_positive_rate"`
 	// Measured from the slots: see rbloom.Info.
-	MeasuredFalsePositiveRate float64         `json:"measured_false_positive_rate"`
-	Fill                      float64         `json:"fill"` // items / capacity
-	NonZero                   uint64          `json:"non_zero_slots"`
-	Saturated                 uint64          `json:"saturated_counters"`
-	Damaged                   bool            `json:"damaged"`
-	Loading                   bool            `json:"loading"`
-	Rebuilding                bool            `json:"rebuilding"`
-	Overfull                  bool            `json:"overfull"`
-	Partitions                []partitionJSON `json:"partitions"`
+	MeasuredFalsePositiveRate float64 `json:"measured_false_positive_rate"`
+	Fill                      float64 `json:"fill"` // items / capacity
+	NonZero                   uint64  `json:"non_zero_slots"`
+	Saturated                 uint64  `json:"saturated_counters"`
+	Damaged                   bool    `json:"damaged"`
+	Loading                   bool    `json:"loading"`
+	Rebuilding                bool    `json:"rebuilding"`
+	Overfull                  bool    `json:"overfull"`
+	// The server's maxmemory-policy ("" when it does not say), and
+	// whether it may evict the filter's keys: see rbloom.Info.Evicts.
+	EvictionPolicy string          `json:"eviction_policy"`
+	Evicts         bool            `json:"evicts"`
+	Partitions     []partitionJSON `json:"partitions"`
 }
 
 type partitionJSON struct {
@@ -383,6 +388,7 @@ func printInfoJSON(c *cli, in *rbloom.Info) error {
 		MeasuredFalsePositiveRate: in.MeasuredFalsePositiveRate,
 		Fill:                      in.Fill, NonZero: in.NonZero, Saturated: in.Saturated,
 		Damaged: in.Damaged, Loading: in.Loading, Rebuilding: in.Rebuilding, Overfull: in.Overfull(),
+		EvictionPolicy: in.EvictionPolicy, Evicts: in.Evicts(),
 		Partitions: []partitionJSON{},
 	}
 	for _, p := range in.Partitions {

@@ -98,7 +98,7 @@ func TestInfo(t *testing.T) {
 		t.Errorf("info --json: partitions[0] = %v", parts[0])
 	}
 	health := []string{"false_positive_rate", "measured_false_positive_rate", "fill", "non_zero_slots",
-		"saturated_counters", "damaged", "loading", "rebuilding", "overfull", "partitions"}
+		"saturated_counters", "damaged", "loading", "rebuilding", "overfull", "eviction_policy", "evicts", "partitions"}
 	if len(got) != len(want)+len(health) {
 		t.Errorf("info --json has keys %v, want those of %v and %v", got, want, health)
 	}

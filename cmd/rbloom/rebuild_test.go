@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,5 +72,15 @@ func TestInfoWarnsOfEviction(t *testing.T) {
 	rdb.ConfigSet(context.Background(), "maxmemory-policy", "volatile-lru")
 	if r := rb(t, u, "", "info", "f"); !strings.Contains(r.stderr, "maxmemory-policy is volatile-lru") {
 		t.Errorf("info under volatile-lru warned %q", r.stderr)
+	}
+	// --json says it too, and warns on stderr, its output staying JSON.
+	rdb.ConfigSet(context.Background(), "maxmemory-policy", "allkeys-lru")
+	r := rb(t, u, "", "info", "f", "--json")
+	var got map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got["eviction_policy"] != "allkeys-lru" || got["evicts"] != true {
+		t.Errorf("info --json under allkeys-lru: %v, %v", got, err)
+	}
+	if !strings.Contains(r.stderr, "maxmemory-policy is allkeys-lru") {
+		t.Errorf("info --json under allkeys-lru warned %q", r.stderr)
 	}
 }

@@ -27,8 +27,8 @@ import (
 //     what deleting up to cfDeletes of those false positives costs: how
 //     many of the N held items then test absent.
 //
-// None of it runs on a server without CF.*: Debian's Redis 7.0 gives the
-// same report as before.
+// None of it runs on a server without CF.*: on Debian's Redis 7.0 the
+// report has no such rows.
 
 const (
 	keyCFAdd    = "rbloom-bench:cf-add"    // rows 16a, 16c and 16d

@@ -79,8 +79,8 @@ func Register(m *miniredis.Miniredis) error {
 //   - Direct inside MULTI, where the call must be queued until EXEC: the
 //     handler re-issues itself as a one-line EVAL (wrapperScript), which
 //     miniredis queues ("+QUEUED" is relayed) and runs at EXEC. Each EVAL
-//     makes a new Lua state, about 200 µs: all direct calls used to go this
-//     way, over 2 s for the 11,000 BITFIELD_RO of the rbloom demo.
+//     makes a new Lua state, about 200 µs, which is why only these go
+//     this way (the rbloom demo sends 11,000 BITFIELD_RO).
 //
 // The wrapper does not pass the subcommands, as a plain "return
 // redis.pcall('BITFIELD', KEYS[1], unpack(ARGV))" would: miniredis's Lua
