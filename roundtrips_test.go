@@ -34,7 +34,7 @@ func TestBatchRoundTrips(t *testing.T) {
 		items[i] = fmt.Sprint("user:", i)
 	}
 	for _, rate := range []float64{0.01, 0.001} {
-		c := must(NewCounting(rdb, fmt.Sprint("trips", rate), Options{Capacity: 1_000_000, ErrorRate: rate})).on(t)
+		c := created(t, must(NewCounting(rdb, fmt.Sprint("trips", rate), Options{Capacity: 1_000_000, ErrorRate: rate})).on(t))
 		k := c.f.h.k
 		must(c.AddMany(ctx, items[:10])).on(t) // the filter made, the scripts loaded
 		must(c.TestMany(ctx, items[:10])).on(t)

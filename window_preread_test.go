@@ -21,7 +21,9 @@ import (
 // FCALL).
 func scriptPipeline(cmds []redis.Cmder) bool {
 	for _, c := range cmds {
-		if n := c.Name(); n == "evalsha" || n == "eval" || n == "fcall" {
+		// A script command without arguments is the server check of
+		// Create and Open (support.go), which runs no script.
+		if n := c.Name(); (n == "evalsha" || n == "eval" || n == "fcall") && len(c.Args()) > 1 {
 			return true
 		}
 	}
