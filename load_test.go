@@ -239,3 +239,26 @@ func TestMakeOutOfMemory(t *testing.T) {
 	}
 	checkNoKeys(t, rdb, c.f, "Create out of memory")
 }
+
+// TestRebuildFillPanics: a fill that panics gives the filter up at once,
+// as a fill that fails does, so that a process that recovers from the
+// panic does not hold the filter with a lease it renews for ever.
+func TestRebuildFillPanics(t *testing.T) {
+	rdb := realRedis(t)
+	c := newCounting(t, rdb, "panics", Options{Capacity: 1000})
+	func() {
+		defer func() { _ = recover() }()
+		_ = c.Rebuild(ctx, func(add func([]string) error) error {
+			if err := add(events("p-", 10)); err != nil {
+				return err
+			}
+			panic("the source broke")
+		})
+	}()
+	if err := c.Rebuild(ctx, func(add func([]string) error) error { return add(events("p-", 10)) }); err != nil {
+		t.Fatalf("Rebuild after a fill panicked: %v, want the filter free", err)
+	}
+	if !must(c.Test(ctx, "p-1")).on(t) {
+		t.Error("p-1 tests absent after the load")
+	}
+}

@@ -117,6 +117,16 @@ func (f *filter) rebuildInto(ctx context.Context, g *filter, fill func(add func(
 		defer close(renewed)
 		r.renew(fillCtx, cancel)
 	}()
+	defer func() {
+		// A fill that panics must not leave its lease renewed for as
+		// long as the process lives, holding the filter for good.
+		if p := recover(); p != nil {
+			cancel(nil)
+			<-renewed
+			_ = r.abort(ctx, errors.New("the fill panicked"))
+			panic(p)
+		}
+	}()
 	err = fill(func(items []string) error { return next.fill(fillCtx, items) })
 	if err != nil {
 		err = fmt.Errorf("fill: %w", err)
