@@ -9,6 +9,8 @@ package rbloom
 //	rbloom:{tag}                   a partition
 //	rbloom:{tag}:next              its copy while a rebuild fills it
 //	rbloom:{tag}:rebuild           the lease of the rebuild that holds it
+//	rbloom:{name}:resized          the resizes of the filter name, for the
+//	                               handles of the old size (follow.go)
 //	rbloom:{tag}:r:<b>:<handle>:<n>  a hash of write records: the n-th
 //	                                 hundred of a handle's calls to the
 //	                                 partition in record bucket b

@@ -359,11 +359,12 @@ func (f *filter) resized(o Options) (*filter, error) {
 // While the new filter is filled, every process keeps reading the old one,
 // and its adds go to both: a handle of the old size learns the new size
 // from Redis on its first add. Then the new partitions take the old ones'
-// place. From then on, c and every handle opened before the resize get
-// ErrParamsMismatch (for a moment around the switch, ErrDamaged from
-// writes, and "may be present" from reads of the partitions being
-// retired): open the filter again (Open or OpenCounting). No handle, of
-// either size, ever answers "absent" for an item held.
+// place. From then on c, and every handle of the old size, follow: a call
+// that finds the filter switched under it reads the new size from Redis
+// (a record the resize leaves for 7 days) and goes on with it, its reads
+// sent again and its writes for the items not applied; the Once calls
+// fail with ErrParamsMismatch instead (see below). No handle, of either
+// size, ever answers "absent" for an item held.
 //
 // Operation ids are remembered by partition key. A resize that keeps the
 // number of partitions keeps every item in a partition of the same key,
