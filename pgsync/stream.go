@@ -317,7 +317,7 @@ const applyTimeout = time.Minute
 // callsVersion names the way calls cuts a group into calls. It is stored
 // with a pending group: a run of another version must not replay it
 // under ids its calls would not match.
-const callsVersion = "2"
+const callsVersion = "3"
 
 // chunk is the most keys one call of a run sends. It is a constant, not a
 // setting: a group applied again after a crash must make the same calls
@@ -339,29 +339,57 @@ func opID(cp, commit pglogrepl.LSN, idx int) string {
 	return fmt.Sprintf("pgsync:%s:%s:%d", cp, commit, idx)
 }
 
-// calls splits a group's ops into the calls that apply them: every add of
-// the group first, then every remove, each in order, at most chunk keys a
-// call. Adds first, so that a key deleted and inserted again in the group
-// (DELETE then INSERT in one transaction, say) never tests absent between
-// two calls, nor while a sync killed between them is down; a key added and
-// removed in the group is a ghost for that moment only. The final counts
-// are those of the changes in any order, since no remove then finds its
-// key absent. A key may repeat within a call: AddManyOnce and
-// RemoveManyOnce take the items in order. Each call is named by its first
-// op. The same group gives the same calls.
+// calls splits a group's ops into the calls that apply them. The ops are
+// netted per key first: a key's adds minus its removes in the group, in
+// the order of its first op, added or removed that many times. Applying
+// the ops themselves in any order that is not commit order per key goes
+// wrong: all adds before all removes drives a key inserted and deleted 15
+// times to 15, where its counters stick (a ghost for ever); all removes
+// first makes a re-inserted key test absent between two calls. Netted, a
+// key deleted and inserted again in the group is not touched at all, so it
+// never tests absent, nor while a sync killed between two calls is down.
+// The netted adds go first, then the removes, at most chunk keys a call;
+// each call is named by the first op of its first key. The same group
+// gives the same calls.
 func calls(cp pglogrepl.LSN, group []*txn) []call {
-	var adds, removes []call
+	type net struct {
+		n  int
+		id string
+	}
+	nets := map[string]*net{}
+	var order []string
 	for _, t := range group {
 		for _, o := range t.ops {
-			cs := &adds
-			if o.remove {
-				cs = &removes
+			k := nets[o.key]
+			if k == nil {
+				k = &net{id: opID(cp, t.commit, o.idx)}
+				nets[o.key] = k
+				order = append(order, o.key)
 			}
-			if n := len(*cs); n == 0 || len((*cs)[n-1].keys) == chunk {
-				*cs = append(*cs, call{remove: o.remove, id: opID(cp, t.commit, o.idx)})
+			if o.remove {
+				k.n--
+			} else {
+				k.n++
+			}
+		}
+	}
+	var adds, removes []call
+	for _, key := range order {
+		k := nets[key]
+		cs, n := &adds, k.n
+		if n < 0 {
+			cs, n = &removes, -n
+		}
+		for r := range n {
+			if l := len(*cs); l == 0 || len((*cs)[l-1].keys) == chunk {
+				id := k.id
+				if r > 0 { // a key netted more than once, cut across calls
+					id += fmt.Sprintf("+%d", r)
+				}
+				*cs = append(*cs, call{remove: k.n < 0, id: id})
 			}
 			c := &(*cs)[len(*cs)-1]
-			c.keys = append(c.keys, o.key)
+			c.keys = append(c.keys, key)
 		}
 	}
 	return append(adds, removes...)
