@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // target is the table and key column a sync follows, as the database
@@ -45,8 +47,13 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, fmt.Errorf("%w: table %q does not exist", ErrInvalid, cfg.Table)
 	}
-	if err != nil {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "42") || pe.Code == "3F000") {
+		// A name the server cannot parse, or a schema that does not exist.
 		return t, fmt.Errorf("%w: table %q: %v", ErrInvalid, cfg.Table, err)
+	}
+	if err != nil {
+		return t, fmt.Errorf("pgsync: postgres: table %q: %w", cfg.Table, err)
 	}
 	switch kind {
 	case "r":

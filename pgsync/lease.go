@@ -119,7 +119,7 @@ func (s *Sync) takeLease(ctx context.Context, db *pgx.Conn, sysid string) (*leas
 			if ok == 1 {
 				return l, nil
 			}
-			continue // taken meanwhile: look again
+			// Taken meanwhile: look again after the pause, if time is left.
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%w: another sync (%s) follows filter %s (it holds %s): stop it first; a sync that died releases it within %v",

@@ -637,6 +637,9 @@ func (x *stream) status(ctx context.Context, idle bool) error {
 // (which PostgreSQL sends before the first change after a schema change).
 func (x *stream) recheck(ctx context.Context) error {
 	stop := func(err error) error {
+		if !errors.Is(err, ErrInvalid) {
+			return err // a failed query (a lost connection) says nothing of the table
+		}
 		return fmt.Errorf("%w; the sync of filter %s stopped, since the table, its key column or the publication changed while it followed %s.%s (table oid %d, column %d): put them back, or reload (-reload)",
 			err, x.cfg.Filter, x.t.name, x.t.column, x.t.oid, x.t.attnum)
 	}
