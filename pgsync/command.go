@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -89,10 +90,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	done := make(chan struct{})
+	var printers sync.WaitGroup
+	defer printers.Wait() // nothing is written to stdout or stderr after Command returns
 	defer close(done)
-	go tell(s, stderr, done)
+	printers.Go(func() { tell(s, stderr, done) })
 	if statsEach > 0 {
-		go func() {
+		printers.Go(func() {
 			tick := time.NewTicker(statsEach)
 			defer tick.Stop()
 			for {
@@ -106,7 +109,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 						st.AppliedLSN, st.ServerLSN, st.RetainedWALBytes, st.RemoveMisses, st.Replayed)
 				}
 			}
-		}()
+		})
 	}
 	backoff := 100 * time.Millisecond
 	for {
