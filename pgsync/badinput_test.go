@@ -129,7 +129,7 @@ func TestBadInput(t *testing.T) {
 		}, want: ErrSlotMissing, says: "does not exist"},
 		{name: "slot active", setup: func(t *testing.T) {
 			e.loadedThenStopped(t)
-			repl, err := connectReplication(ctx, e.pg.URL)
+			repl, _, err := connectReplication(ctx, e.pg.URL)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,6 +151,10 @@ func TestBadInput(t *testing.T) {
 		{name: "state of another table", setup: func(t *testing.T) {
 			e.loadedThenStopped(t)
 		}, mut: func(c *Config) { c.Table, c.Publication = "other", "other_pub" }, want: ErrFilter, says: "follows"},
+		{name: "key column added again", setup: func(t *testing.T) {
+			e.loadedThenStopped(t)
+			e.pg.exec(t, `ALTER TABLE items DROP COLUMN id`, `ALTER TABLE items ADD COLUMN id bigint PRIMARY KEY`)
+		}, want: ErrFilter, says: "dropped and added again"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Cleanup(func() {
@@ -199,7 +203,7 @@ func TestBadInput(t *testing.T) {
 // another consumer would, until the test ends.
 func holdSlot(t *testing.T, e *env) {
 	t.Helper()
-	repl, err := connectReplication(t.Context(), e.pg.URL)
+	repl, _, err := connectReplication(t.Context(), e.pg.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // target is the table and key column a sync follows, as the database
@@ -45,8 +47,13 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, fmt.Errorf("%w: table %q does not exist", ErrInvalid, cfg.Table)
 	}
-	if err != nil {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "42") || pe.Code == "3F000") {
+		// A name the server cannot parse, or a schema that does not exist.
 		return t, fmt.Errorf("%w: table %q: %v", ErrInvalid, cfg.Table, err)
+	}
+	if err != nil {
+		return t, fmt.Errorf("pgsync: postgres: table %q: %w", cfg.Table, err)
 	}
 	switch kind {
 	case "r":
@@ -66,12 +73,12 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 	if children {
 		return t, fmt.Errorf("%w: %s has tables that inherit from it, whose rows its SELECT shows but whose changes the stream names by their own table: follow a table without children", ErrInvalid, t.name)
 	}
-	var typ string
-	err = db.QueryRow(ctx, `SELECT a.attname, a.attnum, a.atttypid,
+	var typ, generated string
+	err = db.QueryRow(ctx, `SELECT a.attname, a.attnum, a.atttypid, a.attgenerated::text,
 			CASE WHEN ty.typtype = 'd' THEN (SELECT b.typname FROM pg_type b WHERE b.oid = ty.typbasetype) ELSE ty.typname END
 		FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
 		WHERE a.attrelid = $1 AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, t.oid, cfg.KeyColumn).
-		Scan(&t.column, &t.attnum, &t.typ, &typ)
+		Scan(&t.column, &t.attnum, &t.typ, &generated, &typ)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, fmt.Errorf("%w: table %s has no column %q", ErrInvalid, t.name, cfg.KeyColumn)
 	}
@@ -82,7 +89,68 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 		return t, fmt.Errorf("%w: key column %s.%s is of type %s, whose text does not identify a value: want one of %v",
 			ErrInvalid, t.name, t.column, typ, keyTypes)
 	}
-	var inIdentity bool
+	if generated != "" {
+		return t, fmt.Errorf("%w: key column %s.%s is a generated column, which PostgreSQL's logical replication does not send: follow a plain column (the one it is computed from, or a copy kept by a trigger)",
+			ErrInvalid, t.name, t.column)
+	}
+	if err := checkKeyText(ctx, db, t, typ); err != nil {
+		return t, err
+	}
+	if err := checkIdentity(ctx, db, t, ident); err != nil {
+		return t, err
+	}
+	return t, checkUnique(ctx, db, t)
+}
+
+// checkKeyText checks that a text key's bytes are the same in the load
+// and the stream: pgoutput sends the server's encoding, the load's SELECT
+// the client's (UTF-8), so they agree only in a UTF-8 database. Integers
+// and uuids are ASCII in every encoding.
+func checkKeyText(ctx context.Context, db *pgx.Conn, t target, typ string) error {
+	if typ != "text" && typ != "varchar" {
+		return nil
+	}
+	var enc string
+	if err := db.QueryRow(ctx, `SHOW server_encoding`).Scan(&enc); err != nil {
+		return fmt.Errorf("pgsync: postgres: %w", err)
+	}
+	if enc != "UTF8" {
+		return fmt.Errorf("%w: database encoding is %s, not UTF8: the stream would send the text keys of %s.%s in %s and the load in UTF-8, as other bytes; follow a table of a UTF8 database, or an integer or uuid key",
+			ErrInvalid, enc, t.name, t.column, enc)
+	}
+	return nil
+}
+
+// checkUnique checks that no two rows can hold the same key: the filter
+// counts each row's key, and a value many rows hold would saturate its
+// counters (a ghost for ever once they are deleted). The key must be the
+// only key column of a valid unique index without predicate or
+// expression: a one-column primary key, or a UNIQUE column. NULLs, which
+// such an index allows many of, are not in the filter.
+func checkUnique(ctx context.Context, db *pgx.Conn, t target) error {
+	var unique bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = $1 AND i.indisunique
+		AND i.indisvalid AND i.indnkeyatts = 1 AND i.indkey[0] = $2 AND i.indpred IS NULL AND i.indexprs IS NULL)`,
+		t.oid, t.attnum).Scan(&unique)
+	if err != nil {
+		return fmt.Errorf("pgsync: postgres: indexes of %s: %w", t.name, err)
+	}
+	if !unique {
+		return fmt.Errorf("%w: key column %s.%s is not unique (not a one-column primary key, nor the only column of a unique index without WHERE): a value held by many rows would saturate its counters; follow a unique column, or ALTER TABLE %s ADD UNIQUE (%s)",
+			ErrInvalid, t.name, t.column, t.name, quoteIdent(t.column))
+	}
+	return nil
+}
+
+// checkIdentity checks that the replica identity gives the old key of an
+// UPDATE or DELETE.
+func checkIdentity(ctx context.Context, db *pgx.Conn, t target, ident string) error {
+	var inIdentity, primary bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = $1 AND i.indisprimary AND $2 = ANY (i.indkey::int2[]))`,
+		t.oid, t.attnum).Scan(&primary)
+	if err != nil {
+		return fmt.Errorf("pgsync: postgres: primary key of %s: %w", t.name, err)
+	}
 	switch ident {
 	case "f":
 		inIdentity = true
@@ -91,14 +159,39 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 			AND (CASE WHEN $2 = 'd' THEN i.indisprimary ELSE i.indisreplident END) AND $3 = ANY (i.indkey::int2[]))`,
 			t.oid, ident, t.attnum).Scan(&inIdentity)
 		if err != nil {
-			return t, fmt.Errorf("pgsync: postgres: replica identity of %s: %w", t.name, err)
+			return fmt.Errorf("pgsync: postgres: replica identity of %s: %w", t.name, err)
 		}
 	}
-	if !inIdentity {
-		return t, fmt.Errorf("%w: the replica identity of %s does not include %s, so a DELETE would not tell which key to remove: make %s the primary key (REPLICA IDENTITY DEFAULT) or ALTER TABLE %s REPLICA IDENTITY FULL",
-			ErrInvalid, t.name, t.column, t.column, t.name)
+	if inIdentity {
+		return nil
 	}
-	return t, nil
+	fix := fmt.Sprintf("make %s the primary key (REPLICA IDENTITY DEFAULT) or ALTER TABLE %s REPLICA IDENTITY FULL", t.column, t.name)
+	if primary {
+		fix = fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY DEFAULT (%s is its primary key)", t.name, t.column)
+	}
+	return fmt.Errorf("%w: the replica identity of %s does not include %s, so a DELETE would not tell which key to remove: %s",
+		ErrInvalid, t.name, t.column, fix)
+}
+
+// checkAccess checks that the sync's user may do what the sync does: read
+// the table (the load) and stream (the REPLICATION attribute).
+func checkAccess(ctx context.Context, db *pgx.Conn, t target) error {
+	var user string
+	var sel, repl bool
+	err := db.QueryRow(ctx, `SELECT current_user, has_column_privilege($1::oid, $2::int2, 'SELECT'),
+		(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)`, t.oid, t.attnum).Scan(&user, &sel, &repl)
+	if err != nil {
+		return fmt.Errorf("pgsync: postgres: privileges: %w", err)
+	}
+	if !sel {
+		return fmt.Errorf("%w: user %s may not read %s.%s, which the load reads: GRANT SELECT ON %s TO %s",
+			ErrInvalid, user, t.name, t.column, t.name, quoteIdent(user))
+	}
+	if !repl {
+		return fmt.Errorf("%w: user %s lacks the REPLICATION attribute, which streaming from a slot needs: ALTER ROLE %s REPLICATION",
+			ErrInvalid, user, quoteIdent(user))
+	}
+	return nil
 }
 
 // checkPublication checks that the publication exists and publishes every

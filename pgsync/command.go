@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -59,6 +60,12 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", ErrInvalid, fs.Args())
 	}
+	for _, req := range []struct{ flag, value string }{{"-db (or $DATABASE_URL)", cfg.DatabaseURL}, {"-table", cfg.Table},
+		{"-key", cfg.KeyColumn}, {"-filter", cfg.Filter}, {"-slot", cfg.Slot}, {"-publication", cfg.Publication}} {
+		if req.value == "" {
+			return fmt.Errorf("%w: %s is required (see -help)", ErrInvalid, req.flag)
+		}
+	}
 	if capacity < 1 || capacity > 1e15 {
 		return fmt.Errorf("%w: -capacity %g", ErrInvalid, capacity)
 	}
@@ -82,10 +89,13 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	done := make(chan struct{})
+	var printers sync.WaitGroup
+	defer printers.Wait() // nothing is written to stdout or stderr after Command returns
+	defer close(done)
+	printers.Go(func() { tell(s, stderr, done) })
 	if statsEach > 0 {
-		done := make(chan struct{})
-		defer close(done)
-		go func() {
+		printers.Go(func() {
 			tick := time.NewTicker(statsEach)
 			defer tick.Stop()
 			for {
@@ -99,7 +109,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 						st.AppliedLSN, st.ServerLSN, st.RetainedWALBytes, st.RemoveMisses, st.Replayed)
 				}
 			}
-		}()
+		})
 	}
 	backoff := 100 * time.Millisecond
 	for {
@@ -111,7 +121,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if ctx.Err() != nil {
 			return nil
 		}
-		if once || Permanent(err) || errors.Is(err, ErrSlotActive) { // the slot was waited for: -slot-wait
+		if once || Permanent(err) || errors.Is(err, ErrSlotActive) || errors.Is(err, ErrBusy) { // waited for: -slot-wait
 			return err
 		}
 		fmt.Fprintf(stderr, "rbloom-sync: %v (retrying in %v)\n", err, backoff)
@@ -121,5 +131,28 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// tell prints to stderr, once each, what the sync waits for and what it
+// warns of, until done is closed.
+func tell(s *Sync, stderr io.Writer, done <-chan struct{}) {
+	var waiting, warning string
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		st := s.Stats()
+		if st.Waiting != "" && st.Waiting != waiting {
+			fmt.Fprintf(stderr, "rbloom-sync: %s\n", st.Waiting)
+		}
+		if st.Warning != "" && st.Warning != warning {
+			fmt.Fprintf(stderr, "rbloom-sync: warning: %s\n", st.Warning)
+		}
+		waiting, warning = st.Waiting, st.Warning
 	}
 }

@@ -32,22 +32,23 @@ func TestOpID(t *testing.T) {
 	}
 }
 
-// TestCalls: a group's ops become its adds, then its removes, in calls of
-// at most chunk keys, each call named by its first op; the same group
-// gives the same calls (a replayed group makes the same calls under the
-// same ids).
+// TestCalls: a group's ops are netted per key, then become its adds and
+// its removes, in calls of at most chunk keys, each call named by the
+// first op of its first key; the same group gives the same calls (a
+// replayed group makes the same calls under the same ids).
 func TestCalls(t *testing.T) {
 	group := []*txn{
 		{commit: 100, ops: []op{{key: "a", idx: 0}, {key: "b", idx: 1}, {remove: true, key: "c", idx: 2}}},
-		{commit: 200, ops: []op{{remove: true, key: "d", idx: 0}, {key: "e", idx: 1}}},
+		{commit: 200, ops: []op{{remove: true, key: "d", idx: 0}, {key: "e", idx: 1}, {key: "h", idx: 2}}},
 		{commit: 300},
-		{commit: 400, ops: []op{{key: "f", idx: 0}, {remove: true, key: "a", idx: 1}, {key: "a", idx: 2}, {remove: true, key: "g", idx: 3}}},
+		{commit: 400, ops: []op{{key: "f", idx: 0}, {remove: true, key: "a", idx: 1}, {key: "a", idx: 2}, {remove: true, key: "g", idx: 3}, {remove: true, key: "h", idx: 4}}},
 	}
-	// Every add first, then every remove: a removed key that is added
-	// again in the group ("a") never reads absent between two calls.
+	// "a" nets to one add, "h" to nothing: a key inserted and deleted in
+	// the group is not touched, and one deleted and inserted again never
+	// reads absent.
 	want := []call{
-		{keys: []string{"a", "b", "e", "f", "a"}, id: opID(9, 100, 0)},
-		{remove: true, keys: []string{"c", "d", "a", "g"}, id: opID(9, 100, 2)},
+		{keys: []string{"a", "b", "e", "f"}, id: opID(9, 100, 0)},
+		{remove: true, keys: []string{"c", "d", "g"}, id: opID(9, 100, 2)},
 	}
 	if got := calls(9, group); !reflect.DeepEqual(got, want) {
 		t.Errorf("calls =\n%+v\nwant\n%+v", got, want)
@@ -75,8 +76,8 @@ func TestCalls(t *testing.T) {
 		ids[c.id] = true
 		n += len(c.keys)
 	}
-	if n != 9 {
-		t.Errorf("calls hold %d ops, want 9", n)
+	if n != 7 {
+		t.Errorf("calls hold %d keys, want 7", n)
 	}
 }
 

@@ -38,12 +38,22 @@ var (
 	// or the database cannot give a correct sync: a table or key column
 	// that does not exist, a key type that cannot be compared as text, a
 	// replica identity without the key, a publication that is missing or
-	// does not publish the table. Nothing was written.
+	// does not publish the table; a database that does not exist, a user
+	// without SELECT on the key column or without REPLICATION; a key column
+	// that is generated, not unique, or text in a database not in UTF8.
+	// Nothing was written. While streaming, a change of the table, the key
+	// column or the publication that the sync cannot follow stops it with
+	// ErrInvalid too.
 	ErrInvalid = errors.New("pgsync: invalid sync")
 
 	// ErrSlotActive is returned when another process streams from the
 	// replication slot. Nothing was written.
 	ErrSlotActive = errors.New("pgsync: replication slot in use")
+
+	// ErrBusy is returned when another sync follows the filter (it holds
+	// the filter's lease, whatever its flags): one sync at a time keeps a
+	// filter. Nothing was written.
+	ErrBusy = errors.New("pgsync: another sync follows the filter")
 
 	// ErrSlotMissing is returned when the sync's state in Redis names a
 	// replication slot that no longer exists: the changes since it was
@@ -70,8 +80,8 @@ var (
 
 // Permanent reports whether err is one that running the sync again cannot
 // cure (ErrInvalid, ErrSlotMissing, ErrFilter, ErrWindowPassed): the
-// operator has to act. Connection failures, a PostgreSQL or Redis restart
-// and ErrSlotActive are not permanent.
+// operator has to act. Connection failures, a PostgreSQL or Redis restart,
+// ErrSlotActive and ErrBusy are not permanent.
 func Permanent(err error) bool {
 	return errors.Is(err, ErrInvalid) || errors.Is(err, ErrSlotMissing) ||
 		errors.Is(err, ErrFilter) || errors.Is(err, ErrWindowPassed)
@@ -139,11 +149,13 @@ type Config struct {
 }
 
 // Sync follows one table into one filter. Run it with Run; read its
-// progress with Stats. A Sync is safe for concurrent use, but only one Run
-// may be active at a time (and PostgreSQL lets one process at a time
-// stream from a slot).
+// progress with Stats. A Sync is safe for concurrent use. One Run at a
+// time follows a filter, of this Sync or any other: the filter's lease
+// (lease.go) makes another wait, then fail with ErrBusy.
 type Sync struct {
 	cfg Config
+
+	token string // names this Sync's leases: its next run may take one over
 
 	mu     sync.Mutex
 	stats  Stats
@@ -195,6 +207,13 @@ type Stats struct {
 	// LastApplyLag is the time from commit to filter of the oldest
 	// transaction of the last group applied.
 	LastApplyLag time.Duration
+	// Waiting says what the sync waits for, when it waits for something
+	// the operator can end (a transaction left open delays the slot's
+	// creation); "" otherwise.
+	Waiting string
+	// Warning says what the operator should fix though the sync goes on
+	// (a load past the filter's capacity); "" when nothing.
+	Warning string
 	// RetainedWALBytes is the WAL PostgreSQL keeps for the slot
 	// (pg_current_wal_lsn() - restart_lsn), read every few seconds.
 	RetainedWALBytes int64
@@ -241,7 +260,7 @@ func New(cfg Config) (*Sync, error) {
 	if _, err := rbloom.NewCounting(cfg.Redis, cfg.Filter, cfg.filterOptions()); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return &Sync{cfg: cfg, stats: Stats{Phase: "starting"}}, nil
+	return &Sync{cfg: cfg, token: newToken(), stats: Stats{Phase: "starting"}}, nil
 }
 
 // filterOptions are the options the sync creates its filter with.

@@ -32,9 +32,9 @@ func (s *Sync) Run(ctx context.Context) error {
 func (s *Sync) run(ctx context.Context) error {
 	cfg := s.cfg
 	s.update(func(st *Stats) { st.Phase = "starting" })
-	db, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	db, err := connect(ctx, cfg.DatabaseURL)
 	if err != nil {
-		return fmt.Errorf("pgsync: postgres: %w", err)
+		return err
 	}
 	defer db.Close(context.Background())
 	t, err := checkTarget(ctx, db, cfg)
@@ -44,6 +44,36 @@ func (s *Sync) run(ctx context.Context) error {
 	if err := checkPublication(ctx, db, cfg, &t); err != nil {
 		return err
 	}
+	if err := checkAccess(ctx, db, t); err != nil {
+		return err
+	}
+	repl, sysid, err := connectReplication(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer repl.Close(context.Background())
+	if err := s.at("checked"); err != nil {
+		return err
+	}
+	l, err := s.takeLease(ctx, db, sysid)
+	if err != nil {
+		return err
+	}
+	defer l.release()
+	lctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	go l.hold(lctx, cfg.Filter, lost)
+	err = s.follow(lctx, db, repl, t)
+	if cause := context.Cause(lctx); ctx.Err() == nil && lctx.Err() != nil && cause != nil {
+		return cause // the lease was lost: that is why the run stopped
+	}
+	return err
+}
+
+// follow checks the state, the slot and the filter, loads the table if
+// needed, and streams. The caller holds the filter's lease.
+func (s *Sync) follow(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t target) error {
+	cfg := s.cfg
 	var database string
 	if err := db.QueryRow(ctx, `SELECT current_database()`).Scan(&database); err != nil {
 		return fmt.Errorf("pgsync: postgres: %w", err)
@@ -96,6 +126,9 @@ func (s *Sync) run(ctx context.Context) error {
 		fresh = true // a load that did not finish: its snapshot is gone, start again
 	case st.OID != fmt.Sprint(t.oid):
 		return fmt.Errorf("%w: table %s was dropped and created again since filter %s was loaded (oid %s, now %d): reload", ErrFilter, t.name, cfg.Filter, st.OID, t.oid)
+	case st.Attnum != "" && st.Attnum != fmt.Sprint(t.attnum):
+		return fmt.Errorf("%w: column %s of %s is another column than when filter %s was loaded (attribute %s, now %d): it was dropped and added again, or another was renamed to its name; reload",
+			ErrFilter, t.column, t.name, cfg.Filter, st.Attnum, t.attnum)
 	case !slot.exists:
 		return fmt.Errorf("%w: slot %s, which the sync of filter %s streams from, does not exist: the changes since it was dropped are lost to the filter; reload", ErrSlotMissing, cfg.Slot, cfg.Filter)
 	case !exists:
@@ -129,14 +162,6 @@ func (s *Sync) run(ctx context.Context) error {
 	}
 
 	// Every check passed: from here on the sync writes.
-	if err := s.at("checked"); err != nil {
-		return err
-	}
-	repl, err := connectReplication(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return err
-	}
-	defer repl.Close(context.Background())
 	if fresh {
 		if f == nil {
 			if f, err = rbloom.NewCounting(cfg.Redis, cfg.Filter, cfg.filterOptions()); err != nil {
@@ -154,18 +179,55 @@ func (s *Sync) run(ctx context.Context) error {
 	return str.run(ctx)
 }
 
-// connectReplication opens a connection in logical replication mode.
-func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, error) {
+// connect opens a connection; a refusal no retry cures (no such
+// database, user or password) is ErrInvalid.
+func connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	if _, err := pgconn.ParseConfig(url); err != nil {
+		return nil, fmt.Errorf("%w: -db (Config.DatabaseURL): %v", ErrInvalid, err)
+	}
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, connectError(err, "")
+	}
+	return db, nil
+}
+
+// connectError describes a failed connection, as ErrInvalid when only the
+// operator can cure it.
+func connectError(err error, what string) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("pgsync: postgres: %sconnect: %w", what, err)
+	}
+	switch {
+	case pe.Code == "3D000":
+		return fmt.Errorf("%w: %s: create the database, or name an existing one in -db (Config.DatabaseURL)", ErrInvalid, pe.Message)
+	case pe.Code == "42501" && what != "":
+		return fmt.Errorf("%w: %s: the sync's user needs the REPLICATION attribute: ALTER ROLE <user> REPLICATION", ErrInvalid, pe.Message)
+	case strings.HasPrefix(pe.Code, "28"):
+		return fmt.Errorf("%w: %s: fix the user or password in -db (Config.DatabaseURL), or pg_hba.conf", ErrInvalid, pe.Message)
+	}
+	return fmt.Errorf("pgsync: postgres: %sconnect: %w", what, err)
+}
+
+// connectReplication opens a connection in logical replication mode and
+// returns it with the cluster's system identifier.
+func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, string, error) {
 	pc, err := pgconn.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Config.DatabaseURL: %v", ErrInvalid, err)
+		return nil, "", fmt.Errorf("%w: -db (Config.DatabaseURL): %v", ErrInvalid, err)
 	}
 	pc.RuntimeParams["replication"] = "database"
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("pgsync: postgres: replication connection: %w", err)
+		return nil, "", connectError(err, "replication ")
 	}
-	return conn, nil
+	id, err := pglogrepl.IdentifySystem(ctx, conn)
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, "", fmt.Errorf("pgsync: postgres: identify system: %w", err)
+	}
+	return conn, id.SystemID, nil
 }
 
 // loadBatch is the number of keys of one AddManyOnce of the initial load.
@@ -181,13 +243,12 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 	cfg := s.cfg
 	s.update(func(x *Stats) { x.Phase = "loading"; x.Loaded = 0 })
 	key := stateKey(cfg.KeyPrefix, cfg.Filter)
-	st := state{Table: t.name, Column: t.column, Slot: cfg.Slot, Publication: cfg.Publication, OID: fmt.Sprint(t.oid), Phase: "loading", exists: true}
+	st := state{Table: t.name, Column: t.column, Slot: cfg.Slot, Publication: cfg.Publication, OID: fmt.Sprint(t.oid), Attnum: fmt.Sprint(t.attnum), Phase: "loading", exists: true}
 	// Mark the load first, so that a crash anywhere below leaves "loading"
-	// and the next run starts over (dropping the slot this one made). No
-	// DEL: a second sync started at the same moment writes the same fields
-	// here and is stopped below, by PostgreSQL, before it drops anything.
+	// and the next run starts over (dropping the slot this one made). The
+	// filter's lease keeps every other sync out meanwhile.
 	if err := cfg.Redis.HSet(ctx, key, "table", st.Table, "column", st.Column, "slot", st.Slot,
-		"publication", st.Publication, "oid", st.OID, "phase", st.Phase).Err(); err != nil {
+		"publication", st.Publication, "oid", st.OID, "attnum", st.Attnum, "phase", st.Phase).Err(); err != nil {
 		return st, f, fmt.Errorf("pgsync: redis: %w", err)
 	}
 	if dropSlot {
@@ -195,9 +256,11 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 			return st, f, fmt.Errorf("pgsync: postgres: drop slot %s: %w", cfg.Slot, err)
 		}
 	}
-	// Creating the slot is the exclusive step: of two syncs, one fails here.
+	// Creating the slot waits for the transactions open on the server.
+	watched := s.watchSlotWait(ctx, db)
 	res, err := pglogrepl.CreateReplicationSlot(ctx, repl, cfg.Slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+	watched()
 	if err != nil {
 		return st, f, fmt.Errorf("pgsync: postgres: create slot %s: %w", cfg.Slot, err)
 	}
@@ -274,9 +337,10 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 	if err := flush(); err != nil {
 		return st, f, err
 	}
+	s.warnOverfull()
 	st.Phase, st.LSN, st.At = "loaded", st.CP, time.Now()
 	if err := cfg.Redis.HSet(ctx, key, "table", st.Table, "column", st.Column, "slot", st.Slot, "publication", st.Publication,
-		"oid", st.OID, "cp", st.CP.String(), "phase", st.Phase, "lsn", st.LSN.String(), "at", unixMilli(st.At)).Err(); err != nil {
+		"oid", st.OID, "attnum", st.Attnum, "cp", st.CP.String(), "phase", st.Phase, "lsn", st.LSN.String(), "at", unixMilli(st.At)).Err(); err != nil {
 		return st, f, fmt.Errorf("pgsync: redis: %w", err)
 	}
 	return st, f, nil
@@ -292,3 +356,56 @@ func loadID(cp pglogrepl.LSN, n int) string {
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
+
+// watchSlotWait tells, in Stats.Waiting, what the slot's creation waits
+// for: PostgreSQL creates a slot only once every transaction open at that
+// moment has ended, so one left open (an idle session in a transaction)
+// holds the first run at "loading, 0 loaded". The returned function stops
+// the watch; db is not used by anything else until then.
+func (s *Sync) watchSlotWait(ctx context.Context, db *pgx.Conn) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			// Not cancelled by stop: a query cut short closes db.
+			qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			var pid int32
+			var since time.Time
+			var user, state string
+			err := db.QueryRow(qctx, `SELECT pid, xact_start, coalesce(usename, ''), coalesce(state, '')
+				FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid() ORDER BY xact_start LIMIT 1`).
+				Scan(&pid, &since, &user, &state)
+			cancel()
+			msg := ""
+			if err == nil {
+				msg = fmt.Sprintf("creating slot %s waits for the transactions open on the server to end (the oldest: pid %d, user %s, %s, open since %s): commit or end them (SELECT pg_terminate_backend(%d))",
+					s.cfg.Slot, pid, user, state, since.UTC().Format(time.RFC3339), pid)
+			}
+			s.update(func(st *Stats) { st.Waiting = msg })
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		s.update(func(st *Stats) { st.Waiting = "" })
+	}
+}
+
+// warnOverfull tells, in Stats.Warning, that the load put more keys in the
+// filter than it was sized for: its false-positive rate is then above the
+// one asked for, and grows with every key.
+func (s *Sync) warnOverfull() {
+	s.update(func(st *Stats) {
+		if st.Loaded > int64(s.cfg.Capacity) {
+			st.Warning = fmt.Sprintf("filter %s holds %d keys, past its capacity %d (-capacity, Config.Capacity): its false-positive rate is above the one asked for; reload (-reload) with a larger -capacity",
+				s.cfg.Filter, st.Loaded, s.cfg.Capacity)
+		}
+	})
+}

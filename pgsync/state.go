@@ -17,6 +17,9 @@ import (
 //	table, column, slot, publication   whom it follows (checked at each start)
 //	oid         the table's oid: a table dropped and created again under
 //	            the same name is another table
+//	attnum      the key column's attribute number: a column dropped and
+//	            added again, or another renamed to its name, is another
+//	            column (absent in states written before it was kept)
 //	cp          the slot's consistent point: the load's snapshot, and
 //	            part of every operation id
 //	phase       "loading" from before the slot is created until every key
@@ -32,7 +35,7 @@ import (
 //	            applied it (callsVersion)
 type state struct {
 	Table, Column, Slot, Publication string
-	OID                              string
+	OID, Attnum                      string
 	CP                               pglogrepl.LSN
 	Phase                            string
 	LSN                              pglogrepl.LSN
@@ -61,7 +64,7 @@ func readState(ctx context.Context, rdb redis.UniversalClient, key string) (stat
 		return state{}, nil
 	}
 	st := state{Table: m["table"], Column: m["column"], Slot: m["slot"], Publication: m["publication"],
-		OID: m["oid"], Phase: m["phase"], PendingV: m["pending_v"], exists: true}
+		OID: m["oid"], Attnum: m["attnum"], Phase: m["phase"], PendingV: m["pending_v"], exists: true}
 	lsn := func(f string) (pglogrepl.LSN, error) {
 		if m[f] == "" {
 			return 0, nil

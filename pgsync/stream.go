@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -167,6 +168,9 @@ func (x *stream) message(ctx context.Context, m pglogrepl.Message) error {
 			}
 			return nil
 		}
+		if err := x.recheck(ctx); err != nil {
+			return err
+		}
 		x.keyIdx = -1
 		for i, c := range m.Columns {
 			if c.Name == x.t.column {
@@ -317,7 +321,7 @@ const applyTimeout = time.Minute
 // callsVersion names the way calls cuts a group into calls. It is stored
 // with a pending group: a run of another version must not replay it
 // under ids its calls would not match.
-const callsVersion = "2"
+const callsVersion = "3"
 
 // chunk is the most keys one call of a run sends. It is a constant, not a
 // setting: a group applied again after a crash must make the same calls
@@ -339,29 +343,57 @@ func opID(cp, commit pglogrepl.LSN, idx int) string {
 	return fmt.Sprintf("pgsync:%s:%s:%d", cp, commit, idx)
 }
 
-// calls splits a group's ops into the calls that apply them: every add of
-// the group first, then every remove, each in order, at most chunk keys a
-// call. Adds first, so that a key deleted and inserted again in the group
-// (DELETE then INSERT in one transaction, say) never tests absent between
-// two calls, nor while a sync killed between them is down; a key added and
-// removed in the group is a ghost for that moment only. The final counts
-// are those of the changes in any order, since no remove then finds its
-// key absent. A key may repeat within a call: AddManyOnce and
-// RemoveManyOnce take the items in order. Each call is named by its first
-// op. The same group gives the same calls.
+// calls splits a group's ops into the calls that apply them. The ops are
+// netted per key first: a key's adds minus its removes in the group, in
+// the order of its first op, added or removed that many times. Applying
+// the ops themselves in any order that is not commit order per key goes
+// wrong: all adds before all removes drives a key inserted and deleted 15
+// times to 15, where its counters stick (a ghost for ever); all removes
+// first makes a re-inserted key test absent between two calls. Netted, a
+// key deleted and inserted again in the group is not touched at all, so it
+// never tests absent, nor while a sync killed between two calls is down.
+// The netted adds go first, then the removes, at most chunk keys a call;
+// each call is named by the first op of its first key. The same group
+// gives the same calls.
 func calls(cp pglogrepl.LSN, group []*txn) []call {
-	var adds, removes []call
+	type net struct {
+		n  int
+		id string
+	}
+	nets := map[string]*net{}
+	var order []string
 	for _, t := range group {
 		for _, o := range t.ops {
-			cs := &adds
-			if o.remove {
-				cs = &removes
+			k := nets[o.key]
+			if k == nil {
+				k = &net{id: opID(cp, t.commit, o.idx)}
+				nets[o.key] = k
+				order = append(order, o.key)
 			}
-			if n := len(*cs); n == 0 || len((*cs)[n-1].keys) == chunk {
-				*cs = append(*cs, call{remove: o.remove, id: opID(cp, t.commit, o.idx)})
+			if o.remove {
+				k.n--
+			} else {
+				k.n++
+			}
+		}
+	}
+	var adds, removes []call
+	for _, key := range order {
+		k := nets[key]
+		cs, n := &adds, k.n
+		if n < 0 {
+			cs, n = &removes, -n
+		}
+		for r := range n {
+			if l := len(*cs); l == 0 || len((*cs)[l-1].keys) == chunk {
+				id := k.id
+				if r > 0 { // a key netted more than once, cut across calls
+					id += fmt.Sprintf("+%d", r)
+				}
+				*cs = append(*cs, call{remove: k.n < 0, id: id})
 			}
 			c := &(*cs)[len(*cs)-1]
-			c.keys = append(c.keys, o.key)
+			c.keys = append(c.keys, key)
 		}
 	}
 	return append(adds, removes...)
@@ -451,8 +483,11 @@ func (x *stream) record(ctx context.Context, end pglogrepl.LSN) error {
 var fenceScript = redis.NewScript(`
 local lsn = redis.call('HGET', KEYS[1], 'lsn')
 local pending = redis.call('HGET', KEYS[1], 'pending')
+if not lsn then
+  return redis.error_reply('PGSYNC_GONE')
+end
 if lsn ~= ARGV[2] or (pending and pending ~= ARGV[3]) then
-  return redis.error_reply('PGSYNC_STALE state lsn ' .. tostring(lsn) .. ', pending ' .. tostring(pending))
+  return redis.error_reply('PGSYNC_STALE ' .. lsn .. ' ' .. (pending or 'none'))
 end
 if ARGV[1] == 'pending' then
   redis.call('HSET', KEYS[1], 'pending', ARGV[3], 'pending_at', ARGV[4], 'pending_v', ARGV[5])
@@ -466,8 +501,15 @@ return 'ok'
 // fence runs fenceScript; a stale sync gets ErrFilter and stops.
 func (x *stream) fence(ctx context.Context, step string, end pglogrepl.LSN, now time.Time) error {
 	err := fenceScript.Run(ctx, x.cfg.Redis, []string{x.key}, step, x.applied.String(), end.String(), unixMilli(now), callsVersion).Err()
+	if redis.HasErrorPrefix(err, "PGSYNC_GONE") {
+		return fmt.Errorf("%w: the sync state %s of filter %s is gone from Redis (FLUSHALL, eviction, or a restart without persistence), and the filter's writes may be gone with it: reload (-reload)",
+			ErrFilter, x.key, x.cfg.Filter)
+	}
 	if redis.HasErrorPrefix(err, "PGSYNC_STALE") {
-		return fmt.Errorf("%w: another sync changed the state of filter %s meanwhile (%v): this one stops", ErrFilter, x.cfg.Filter, err)
+		var lsn, pending string
+		fmt.Sscanf(strings.TrimPrefix(err.Error(), "PGSYNC_STALE "), "%s %s", &lsn, &pending)
+		return fmt.Errorf("%w: the sync state %s of filter %s moved under this sync (it holds changes up to %s, pending %s; this sync last wrote %s): another sync took the filter over while this one stalled, or Redis went back to an older copy; this one stops",
+			ErrFilter, x.key, x.cfg.Filter, lsn, pending, x.applied)
 	}
 	if err != nil {
 		return fmt.Errorf("pgsync: redis: %w", err)
@@ -579,17 +621,44 @@ func (x *stream) status(ctx context.Context, idle bool) error {
 	if err != nil {
 		return fmt.Errorf("pgsync: postgres: status update: %w", err)
 	}
-	// A table that came to inherit from the followed one adds rows to its
-	// SELECT whose changes the stream does not carry: stop, once a status
-	// interval, rather than miss them.
-	var children bool
-	if err := x.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhparent = $1)`, x.t.oid).Scan(&children); err != nil {
-		return fmt.Errorf("pgsync: postgres: children of %s: %w", x.t.name, err)
-	}
-	if children {
-		return fmt.Errorf("%w: a table now inherits from %s: its rows are in the table's SELECT, its changes not in the sync's stream; the sync stops rather than miss them", ErrInvalid, x.t.name)
+	if err := x.recheck(ctx); err != nil {
+		return err
 	}
 	return x.s.at("status")
+}
+
+// recheck checks again, against the catalog, what the start checked: the
+// table and the key column are still the ones followed, by identity (oid
+// and attribute number, not names), and the publication still sends every
+// change of the table. A rename or swap of either, a drop and create or
+// add, a child table, a publication that stops sending some changes: the
+// stream would then be another table's, or miss rows, so the sync stops.
+// It runs every status interval and at each relation message of the table
+// (which PostgreSQL sends before the first change after a schema change).
+func (x *stream) recheck(ctx context.Context) error {
+	stop := func(err error) error {
+		if !errors.Is(err, ErrInvalid) {
+			return err // a failed query (a lost connection) says nothing of the table
+		}
+		return fmt.Errorf("%w; the sync of filter %s stopped, since the table, its key column or the publication changed while it followed %s.%s (table oid %d, column %d): put them back, or reload (-reload)",
+			err, x.cfg.Filter, x.t.name, x.t.column, x.t.oid, x.t.attnum)
+	}
+	t, err := checkTarget(ctx, x.db, x.cfg)
+	if err != nil {
+		return stop(err)
+	}
+	switch {
+	case t.oid != x.t.oid:
+		return stop(fmt.Errorf("%w: table %s is now another table (oid %d): it was renamed, or dropped and created again", ErrInvalid, x.cfg.Table, t.oid))
+	case t.attnum != x.t.attnum:
+		return stop(fmt.Errorf("%w: column %s of %s is now another column (attribute %d): it was renamed, or dropped and added again", ErrInvalid, t.column, t.name, t.attnum))
+	case t.typ != x.t.typ:
+		return stop(fmt.Errorf("%w: key column %s.%s changed type (oid %d, was %d): its keys' text may no longer be the loaded one's", ErrInvalid, t.name, t.column, t.typ, x.t.typ))
+	}
+	if err := checkPublication(ctx, x.db, x.cfg, &t); err != nil {
+		return stop(err)
+	}
+	return nil
 }
 
 // serverAt notes the end of the server's WAL.
