@@ -47,7 +47,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&capacity, "capacity", 1e6, "items the filter is sized for, when the sync creates it")
 	fs.Float64Var(&cfg.ErrorRate, "error-rate", 0.01, "false-positive rate at capacity, when the sync creates it")
 	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "", "the filter's Redis key prefix (default rbloom:)")
-	fs.BoolVar(&cfg.Reload, "reload", false, "drop the filter, the slot and the sync's state, and load again")
+	fs.BoolVar(&cfg.Reload, "reload", false, "drop the slot and the sync's state, and load the filter again from the table, in place (readers go on with the old filter until the switch)")
 	fs.DurationVar(&cfg.SlotWait, "slot-wait", 30*time.Second, "how long to wait for a slot held by a crashed process")
 	fs.DurationVar(&statsEach, "stats", 0, "print progress at this interval (0: never)")
 	fs.BoolVar(&once, "once", false, "return the first error instead of retrying")

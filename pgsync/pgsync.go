@@ -128,9 +128,12 @@ type Config struct {
 	// KeyPrefix is the filter's rbloom.Options.KeyPrefix. Default "rbloom:".
 	KeyPrefix string
 
-	// Reload drops the filter, the slot and the sync's state, and loads
-	// the table again: what ErrSlotMissing, ErrWindowPassed and a filter
-	// lost from Redis ask for. The slot must not be in use.
+	// Reload drops the slot and the sync's state, and loads the table
+	// again into the filter: in place, by a rebuild, when the filter
+	// exists with the configured sizing (readers keep answering from it
+	// until the switch), else as a load of a new one. It is what
+	// ErrSlotMissing, ErrWindowPassed and a filter lost from Redis ask
+	// for. The slot must not be in use.
 	Reload bool
 
 	// SlotWait is how long Run waits for the slot to be released by a

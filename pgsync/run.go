@@ -230,15 +230,16 @@ func connectReplication(ctx context.Context, url string) (*pgconn.PgConn, string
 	return conn, id.SystemID, nil
 }
 
-// loadBatch is the number of keys of one AddManyOnce of the initial load.
+// loadBatch is the number of keys the load reads and adds at a time.
 const loadBatch = 5000
 
 // load makes the filter equal to the table: it marks the state
 // "loading", drops the slot (if dropSlot), creates the slot with an
-// exported snapshot, drops and creates the filter, adds every key of that
-// snapshot, and marks the state "loaded" at the slot's consistent point. A load that
-// dies before that mark is started again from scratch by the next Run:
-// its snapshot died with its connection.
+// exported snapshot, rebuilds the filter from every key of that snapshot
+// (loadInto: in place, readers never answering "absent" for a key that
+// stays), and marks the state "loaded" at the slot's consistent point. A
+// load that dies before that mark is started again from scratch by the
+// next Run: its snapshot died with its connection.
 func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t target, f *rbloom.Counting, dropSlot bool) (state, *rbloom.Counting, error) {
 	cfg := s.cfg
 	s.update(func(x *Stats) { x.Phase = "loading"; x.Loaded = 0 })
@@ -273,17 +274,6 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 	if _, err := pipe.Exec(ctx); err != nil {
 		return st, f, fmt.Errorf("pgsync: redis: %w", err)
 	}
-	if err := f.Drop(ctx); err != nil {
-		return st, f, fmt.Errorf("pgsync: redis: %w", err)
-	}
-	// A reload may replace a filter of other sizing: create it as configured.
-	if f, err = rbloom.NewCounting(cfg.Redis, cfg.Filter, cfg.filterOptions()); err != nil {
-		return st, f, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	if err := f.Create(ctx); err != nil {
-		return st, f, fmt.Errorf("pgsync: redis: %w", err)
-	}
-
 	// The snapshot lives until the replication connection's next command:
 	// read the whole table in it on another connection first.
 	loadConn, err := pgx.Connect(ctx, cfg.DatabaseURL)
@@ -299,42 +289,11 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(res.SnapshotName)); err != nil {
 		return st, f, fmt.Errorf("pgsync: postgres: set snapshot: %w", err)
 	}
-	col := quoteIdent(t.column)
-	rows, err := tx.Query(ctx, fmt.Sprintf("SELECT %s::text FROM %s WHERE %s IS NOT NULL", col, t.name, col))
-	if err != nil {
-		return st, f, fmt.Errorf("pgsync: postgres: load: %w", err)
+	// A reload may replace a filter of other sizing: load it as configured.
+	if f, err = rbloom.NewCounting(cfg.Redis, cfg.Filter, cfg.filterOptions()); err != nil {
+		return st, f, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	defer rows.Close()
-	keys := make([]string, 0, loadBatch)
-	batch := 0
-	flush := func() error {
-		if len(keys) == 0 {
-			return nil
-		}
-		if _, err := f.AddManyOnce(ctx, keys, loadID(st.CP, batch)); err != nil {
-			return fmt.Errorf("pgsync: redis: load: %w", err)
-		}
-		n := int64(len(keys))
-		s.update(func(x *Stats) { x.Loaded += n })
-		batch++
-		keys = keys[:0]
-		return s.at("load-batch")
-	}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return st, f, fmt.Errorf("pgsync: postgres: load: %w", err)
-		}
-		if keys = append(keys, k); len(keys) == loadBatch {
-			if err := flush(); err != nil {
-				return st, f, err
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return st, f, fmt.Errorf("pgsync: postgres: load: %w", err)
-	}
-	if err := flush(); err != nil {
+	if err := s.loadInto(ctx, tx, t, f); err != nil {
 		return st, f, err
 	}
 	s.warnOverfull()
@@ -346,11 +305,90 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 	return st, f, nil
 }
 
-// loadID is the operation id of the n-th batch of the load from the slot
-// created at cp. A load is never resumed (its snapshot dies with it), so
-// these ids only make go-redis's re-sends of one batch apply once.
-func loadID(cp pglogrepl.LSN, n int) string {
-	return fmt.Sprintf("pgsync:%s:load:%d", cp, n)
+// loadInto fills f with every key of the table as tx sees it, by a
+// Rebuild: in place when f exists with its sizing (readers go on with the
+// old counters until the switch, never answering "absent" for a key that
+// stays), else as a load (readers get rbloom.ErrLoading until it is
+// done), after dropping a filter of other sizing or a key that holds
+// something else. A rebuild a killed sync left holds the filter until its
+// lease lapses: loadInto waits for it.
+func (s *Sync) loadInto(ctx context.Context, tx pgx.Tx, t target, f *rbloom.Counting) error {
+	read := false // the rows can be read once
+	fill := func(add func([]string) error) error {
+		read = true
+		return s.readKeys(ctx, tx, t, add)
+	}
+	for {
+		err := f.Rebuild(ctx, fill)
+		switch {
+		case err == nil:
+			return nil
+		case !read && (errors.Is(err, rbloom.ErrParamsMismatch) || errors.Is(err, rbloom.ErrNotFilter)):
+			if err := dropStored(ctx, s.cfg, f); err != nil {
+				return fmt.Errorf("pgsync: redis: %w", err)
+			}
+			continue
+		case !read && errors.Is(err, rbloom.ErrRebuilding):
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		return fmt.Errorf("pgsync: redis: load: %w", err)
+	}
+}
+
+// dropStored drops the filter stored under cfg.Filter, whatever its
+// sizing (all of its partitions), and f's keys, which may hold something
+// else.
+func dropStored(ctx context.Context, cfg Config, f *rbloom.Counting) error {
+	if stored, err := rbloom.Open(ctx, cfg.Redis, cfg.Filter, rbloom.Options{KeyPrefix: cfg.KeyPrefix}); err == nil {
+		if err := stored.Drop(ctx); err != nil {
+			return err
+		}
+	}
+	return f.Drop(ctx)
+}
+
+// readKeys calls add with every key of the table as tx sees it, loadBatch
+// at a time.
+func (s *Sync) readKeys(ctx context.Context, tx pgx.Tx, t target, add func([]string) error) error {
+	col := quoteIdent(t.column)
+	rows, err := tx.Query(ctx, fmt.Sprintf("SELECT %s::text FROM %s WHERE %s IS NOT NULL", col, t.name, col))
+	if err != nil {
+		return fmt.Errorf("pgsync: postgres: load: %w", err)
+	}
+	defer rows.Close()
+	keys := make([]string, 0, loadBatch)
+	flush := func() error {
+		if len(keys) == 0 {
+			return nil
+		}
+		if err := add(keys); err != nil {
+			return err
+		}
+		n := int64(len(keys))
+		s.update(func(x *Stats) { x.Loaded += n })
+		keys = keys[:0]
+		return s.at("load-batch")
+	}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return fmt.Errorf("pgsync: postgres: load: %w", err)
+		}
+		if keys = append(keys, k); len(keys) == loadBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgsync: postgres: load: %w", err)
+	}
+	return flush()
 }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

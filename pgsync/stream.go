@@ -432,7 +432,7 @@ func (x *stream) flush(ctx context.Context) error {
 		if c.remove {
 			removed, err := x.f.RemoveManyOnce(ctx, c.keys, c.id)
 			if err != nil {
-				return fmt.Errorf("pgsync: redis: %w", err)
+				return x.filterError(err)
 			}
 			for _, r := range removed {
 				if !r {
@@ -440,7 +440,7 @@ func (x *stream) flush(ctx context.Context) error {
 				}
 			}
 		} else if _, err := x.f.AddManyOnce(ctx, c.keys, c.id); err != nil {
-			return fmt.Errorf("pgsync: redis: %w", err)
+			return x.filterError(err)
 		}
 		if err := x.s.at("call"); err != nil {
 			return err
@@ -517,6 +517,17 @@ func (x *stream) fence(ctx context.Context, step string, end pglogrepl.LSN, now 
 	return nil
 }
 
+// filterError is err, from a write of the filter, in the sync's words: a
+// filter gone from Redis stops the sync (it never makes the filter again,
+// empty: its keys would test absent).
+func (x *stream) filterError(err error) error {
+	if errors.Is(err, rbloom.ErrNotFound) {
+		return fmt.Errorf("%w: filter %s vanished from Redis while the sync streamed (deleted, evicted, flushed, or a restart without persistence): its keys are lost; reload (-reload), which loads it again while readers get ErrNotFound, then ErrLoading, never \"absent\"",
+			ErrFilter, x.cfg.Filter)
+	}
+	return fmt.Errorf("pgsync: redis: %w", err)
+}
+
 // counted adds an applied group to the stats.
 func (x *stream) counted(group []*txn, misses int64) {
 	var n int64
@@ -574,7 +585,7 @@ func (x *stream) applyTruncate(ctx context.Context, t *txn) error {
 	for _, keys := range removes {
 		removed, err := x.f.RemoveMany(ctx, keys)
 		if err != nil {
-			return fmt.Errorf("pgsync: redis: %w", err)
+			return x.filterError(err)
 		}
 		for _, r := range removed {
 			if !r {

@@ -1,0 +1,76 @@
+package pgsync
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestReloadInPlace: -reload rebuilds the filter in place: a reader of
+// the keys that stay in the table never sees one absent meanwhile, and
+// the filter ends equal to the table.
+func TestReloadInPlace(t *testing.T) {
+	e, stop := following(t, 20_000)
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	whileReading(t, e, func() {
+		cfg := e.config()
+		cfg.Reload = true
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.crash = func(at string) error {
+			if at == "load-batch" {
+				time.Sleep(200 * time.Millisecond) // time for the reader to look
+			}
+			return nil
+		}
+		stop := runSync(t, s)
+		for deadline := time.Now().Add(30 * time.Second); s.Stats().Phase != "streaming"; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the reload did not finish within 30s: %+v", s.Stats())
+			}
+		}
+		if n := s.Stats().Loaded; n != 20_000 {
+			t.Errorf("the reload loaded %d keys, want 20000", n)
+		}
+		e.caughtUp(t, "items")
+		if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestFilterLostWhileStreaming: the filter's keys deleted while the sync
+// streams stop it with ErrFilter at its next write, which makes nothing:
+// no empty filter passes for the table's.
+func TestFilterLostWhileStreaming(t *testing.T) {
+	e := newEnv(t)
+	e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(1, 1000) g`)
+	s, err := New(e.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(t.Context()) }()
+	e.caughtUp(t, "items")
+	if err := e.rdb.Del(t.Context(), "rbloom:{items}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.pg.exec(t, `INSERT INTO items VALUES (5000, 'y')`)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrFilter) {
+			t.Fatalf("Run after the filter was deleted = %v, want ErrFilter", err)
+		}
+		t.Log(err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the sync went on for 20s after its filter was deleted")
+	}
+	if n := e.rdb.Exists(t.Context(), "rbloom:{items}").Val(); n != 0 {
+		t.Error("the sync made the filter again")
+	}
+}
