@@ -12,7 +12,7 @@ import (
 	"github.com/rbloom/rbloom/internal/bench"
 )
 
-// runBench runs the benchmark of BENCHMARKS.md against the Redis of -u or
+// runBench runs the benchmark of docs/benchmarks.md against the Redis of -u or
 // REDIS_URL, which must be on loopback, or else a redis-server it starts on
 // 127.0.0.1 (redis-server must be on PATH). Like demo, it parses its own
 // flags (standard ones, from the bench package); global flags go before it.
@@ -58,10 +58,10 @@ func benchHelp(w io.Writer) {
 	cfg.RegisterFlags(fs)
 	fmt.Fprint(w, "usage: rbloom [-u URL] bench [FLAGS]\n\n"+
 		"Measures the library against plain pipelined BITFIELD commands on one Redis, in\n"+
-		"one run, the rows taking turns (see BENCHMARKS.md); where the server has Redis's\n"+
-		"cuckoo filter (CF.*), that too (docs/comparison.md). Without -u or REDIS_URL it\n"+
-		"starts a redis-server on 127.0.0.1. -quick runs a small version in seconds. The\n"+
-		"chart of BENCHMARKS.md comes from the same run in the repository's own command:\n"+
+		"one run, the rows taking turns (see docs/benchmarks.md); where the server has\n"+
+		"Redis's cuckoo filter (CF.*), that too. Without -u or REDIS_URL it starts a\n"+
+		"redis-server on 127.0.0.1. -quick runs a small version in seconds. A chart of\n"+
+		"throughput against batch size comes from the same run in the repository's command:\n"+
 		"go run ./internal/bench/chart -chart docs/throughput.png\n\nFlags:\n")
 	fs.SetOutput(w)
 	fs.PrintDefaults()

@@ -35,7 +35,7 @@
 //	                      other rbloom libraries there; exit 1 if one is missing
 //
 //	demo [-n N] [-p P]    fill, delete and measure a counting and a classic filter
-//	bench [-quick] ...    measure throughput against plain BITFIELD (BENCHMARKS.md)
+//	bench [-quick] ...    measure throughput against plain BITFIELD (docs/benchmarks.md)
 //	help [COMMAND]        this text, or a command's flags
 //
 // Items are the arguments after NAME or, when there are none, the lines of
@@ -141,7 +141,7 @@ Redis functions (Redis 7), for applications with Options.UseFunctions:
                         exit 1 if it is missing on one
 
   demo [-n N] [-p P]    fill, delete and measure a counting and a classic filter
-  bench [-quick] ...    measure throughput against plain BITFIELD (BENCHMARKS.md)
+  bench [-quick] ...    measure throughput against plain BITFIELD (docs/benchmarks.md)
   help [COMMAND]        this text, or a command's flags
 
 add and load create a missing filter when given create's sizing flags
