@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 // serving meanwhile, and adds from other processes go to both the old and
 // the new counters (see rbloom's Counting.Rebuild). With sizing flags
 // (--capacity, --error-rate, --partitions, or -m and -k) it resizes the
-// filter (Counting.Resize): the cure for an overfull one.
+// filter (Counting.Resize), keeping its error rate unless --error-rate is
+// given: the cure for an overfull one. On a filter that does not exist,
+// the sizing flags say what to load: readers get ErrLoading until done.
 func setupRebuild(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error {
 	noProgress := addNoProgressFlag(fs)
 	s := addSizingFlags(fs)
@@ -30,9 +33,28 @@ func setupRebuild(c *cli, fs *pflag.FlagSet) func(context.Context, []string) err
 		if err != nil {
 			return err
 		}
-		f, err := c.open(ctx, args[0])
-		if err != nil {
+		f, err := rbloom.Open(ctx, c.rdb, args[0], rbloom.Options{})
+		loaded := false
+		switch {
+		case errors.Is(err, rbloom.ErrNotFound) && resize:
+			// A load: the flags say what to make.
+			if f, err = s.filter(c, args[0]); err != nil {
+				return err
+			}
+			resize, loaded = false, true
+		case errors.Is(err, rbloom.ErrNotFound):
+			return fmt.Errorf("no filter named %q: give --capacity N (and --error-rate P) to load it from the file", args[0])
+		case err != nil:
 			return err
+		}
+		sized := s.resized()
+		if resize && !fs.Changed("error-rate") && sized.ErrorRate != 0 {
+			// --capacity alone keeps the filter's error rate.
+			in, err := f.Info(ctx)
+			if err != nil {
+				return err
+			}
+			sized.ErrorRate = in.ErrorRate
 		}
 		var n int64
 		var elapsed time.Duration
@@ -46,19 +68,19 @@ func setupRebuild(c *cli, fs *pflag.FlagSet) func(context.Context, []string) err
 		switch f := f.(type) {
 		case *rbloom.Counting:
 			if resize {
-				_, err = f.Resize(ctx, s.resized(), fill)
+				_, err = f.Resize(ctx, sized, fill)
 			} else {
 				err = f.Rebuild(ctx, fill)
 			}
 		case *rbloom.Classic:
 			if resize {
-				_, err = f.Resize(ctx, s.resized(), fill)
+				_, err = f.Resize(ctx, sized, fill)
 			} else {
 				err = f.Rebuild(ctx, fill)
 			}
 		case *rbloom.Cuckoo:
 			if resize {
-				_, err = f.Resize(ctx, s.resized(), fill)
+				_, err = f.Resize(ctx, sized, fill)
 			} else {
 				err = f.Rebuild(ctx, fill)
 			}
@@ -69,8 +91,11 @@ func setupRebuild(c *cli, fs *pflag.FlagSet) func(context.Context, []string) err
 			return err
 		}
 		what := "rebuilt"
-		if resize {
+		switch {
+		case resize:
 			what = "resized"
+		case loaded:
+			what = "loaded"
 		}
 		fmt.Fprintf(c.out, "%s %s from %d items in %v (%s)\n", what, args[0], n, elapsed.Round(time.Millisecond), rate(n, elapsed))
 		return nil

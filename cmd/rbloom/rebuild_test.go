@@ -58,6 +58,27 @@ func TestRebuildResizes(t *testing.T) {
 	})
 }
 
+// TestRebuildLoadsAndKeepsRate: rebuild of a missing filter with sizing
+// flags loads it; without, it says which flags; a resize given
+// --capacity alone keeps the filter's error rate.
+func TestRebuildLoadsAndKeepsRate(t *testing.T) {
+	backends(t, func(t *testing.T, u string) {
+		file := filepath.Join(t.TempDir(), "items.txt")
+		if err := os.WriteFile(file, []byte("a\nb\nc\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rb(t, u, "", "rebuild", "fresh", file).fails(t, "give --capacity N")
+		if out := must(t, u, "rebuild", "fresh", file, "--capacity", "100", "--error-rate", "0.001"); !strings.HasPrefix(out, "loaded fresh from 3 items") {
+			t.Errorf("rebuild of a missing filter printed %q", out)
+		}
+		rb(t, u, "", "test", "fresh", "a", "b", "c").want(t, 0, "maybe\ta\nmaybe\tb\nmaybe\tc\n")
+		must(t, u, "rebuild", "fresh", file, "--capacity", "1000")
+		if out := must(t, u, "info", "fresh"); !strings.Contains(out, "1000 items at error rate 0.1%") {
+			t.Errorf("info after a resize by --capacity alone:\n%s", out)
+		}
+	})
+}
+
 // TestInfoWarnsOfEviction: info says, and warns, when the server's
 // maxmemory-policy can evict the filter's records or partitions.
 func TestInfoWarnsOfEviction(t *testing.T) {
