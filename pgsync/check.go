@@ -214,8 +214,8 @@ func checkPublication(ctx context.Context, db *pgx.Conn, cfg Config, t *target) 
 		return fmt.Errorf("pgsync: postgres: publication %q: %w", cfg.Publication, err)
 	}
 	if !ins || !upd || !del || !trunc {
-		return fmt.Errorf("%w: publication %q does not publish every kind of change (insert %v, update %v, delete %v, truncate %v): a change it leaves out would be missed",
-			ErrInvalid, cfg.Publication, ins, upd, del, trunc)
+		return fmt.Errorf("%w: publication %q does not publish every kind of change (insert %v, update %v, delete %v, truncate %v): a change it leaves out would be missed; ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')",
+			ErrInvalid, cfg.Publication, ins, upd, del, trunc, quoteIdent(cfg.Publication))
 	}
 	var row []byte
 	err = db.QueryRow(ctx, `SELECT to_jsonb(p) FROM pg_publication_tables p
@@ -233,10 +233,12 @@ func checkPublication(ctx context.Context, db *pgx.Conn, cfg Config, t *target) 
 	}
 	_ = json.Unmarshal(row, &pt)
 	if pt.Rowfilter != nil {
-		return fmt.Errorf("%w: publication %q filters the rows of %s (WHERE %s): the filter would miss rows", ErrInvalid, cfg.Publication, t.name, *pt.Rowfilter)
+		return fmt.Errorf("%w: publication %q filters the rows of %s (WHERE %s): the filter would miss rows; ALTER PUBLICATION %s SET TABLE %s (without WHERE), or a publication of its own for the sync",
+			ErrInvalid, cfg.Publication, t.name, *pt.Rowfilter, quoteIdent(cfg.Publication), t.name)
 	}
 	if pt.Attnames != nil && !slices.Contains(pt.Attnames, t.column) {
-		return fmt.Errorf("%w: publication %q leaves column %s of %s out", ErrInvalid, cfg.Publication, t.column, t.name)
+		return fmt.Errorf("%w: publication %q leaves column %s of %s out: its changes would not carry the key; ALTER PUBLICATION %s SET TABLE %s (without a column list), or a publication of its own for the sync",
+			ErrInvalid, cfg.Publication, t.column, t.name, quoteIdent(cfg.Publication), t.name)
 	}
 	rows, err := db.Query(ctx, `SELECT format('%I.%I', schemaname, tablename)::regclass::oid FROM pg_publication_tables WHERE pubname = $1`, cfg.Publication)
 	if err != nil {
