@@ -45,7 +45,7 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, cfg.Table).
 		Scan(&t.oid, &t.name, &ident, &kind)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("%w: table %q does not exist", ErrInvalid, cfg.Table)
+		return t, fmt.Errorf("%w: table %q does not exist: check -table (Config.Table; schema.table outside the search_path)", ErrInvalid, cfg.Table)
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "42") || pe.Code == "3F000") {
@@ -62,7 +62,7 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 		// and a leaf's TRUNCATE, none of which the stream carries.
 		return t, fmt.Errorf("%w: %s is a partitioned table: rows that ATTACH, DETACH or a leaf's TRUNCATE add or remove reach no stream; follow a plain table", ErrInvalid, t.name)
 	default:
-		return t, fmt.Errorf("%w: %s is not a table (relkind %s)", ErrInvalid, t.name, kind)
+		return t, fmt.Errorf("%w: %s is not a table (relkind %s): follow a plain table (-table)", ErrInvalid, t.name, kind)
 	}
 	// The load reads the table alone, but a child's rows would be in
 	// SELECT FROM it, and their changes come under the child's oid.
@@ -80,7 +80,7 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 		WHERE a.attrelid = $1 AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, t.oid, cfg.KeyColumn).
 		Scan(&t.column, &t.attnum, &t.typ, &generated, &typ)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("%w: table %s has no column %q", ErrInvalid, t.name, cfg.KeyColumn)
+		return t, fmt.Errorf("%w: table %s has no column %q: check -key (Config.KeyColumn)", ErrInvalid, t.name, cfg.KeyColumn)
 	}
 	if err != nil {
 		return t, fmt.Errorf("pgsync: postgres: column %q: %w", cfg.KeyColumn, err)
@@ -326,7 +326,7 @@ func waitSlot(ctx context.Context, db *pgx.Conn, name string, wait time.Duration
 // pgoutput, in the connected database.
 func checkSlot(s slotInfo, name, database string) error {
 	if s.exists && (!s.logical || s.plugin != "pgoutput" || s.database != database) {
-		return fmt.Errorf("%w: slot %s is not a pgoutput logical slot of database %s (plugin %q, database %q)", ErrInvalid, name, database, s.plugin, s.database)
+		return fmt.Errorf("%w: slot %s is not a pgoutput logical slot of database %s (plugin %q, database %q): it is another consumer's; choose another -slot", ErrInvalid, name, database, s.plugin, s.database)
 	}
 	return nil
 }

@@ -67,7 +67,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	if capacity < 1 || capacity > 1e15 {
-		return fmt.Errorf("%w: -capacity %g", ErrInvalid, capacity)
+		return fmt.Errorf("%w: -capacity %g: want 1 to 1e15 items", ErrInvalid, capacity)
 	}
 	cfg.Capacity = uint64(capacity)
 	if redisAddr == "" {
