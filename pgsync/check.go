@@ -45,7 +45,7 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, cfg.Table).
 		Scan(&t.oid, &t.name, &ident, &kind)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("%w: table %q does not exist", ErrInvalid, cfg.Table)
+		return t, fmt.Errorf("%w: table %q does not exist: check -table (Config.Table; schema.table outside the search_path)", ErrInvalid, cfg.Table)
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "42") || pe.Code == "3F000") {
@@ -62,7 +62,7 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 		// and a leaf's TRUNCATE, none of which the stream carries.
 		return t, fmt.Errorf("%w: %s is a partitioned table: rows that ATTACH, DETACH or a leaf's TRUNCATE add or remove reach no stream; follow a plain table", ErrInvalid, t.name)
 	default:
-		return t, fmt.Errorf("%w: %s is not a table (relkind %s)", ErrInvalid, t.name, kind)
+		return t, fmt.Errorf("%w: %s is not a table (relkind %s): follow a plain table (-table)", ErrInvalid, t.name, kind)
 	}
 	// The load reads the table alone, but a child's rows would be in
 	// SELECT FROM it, and their changes come under the child's oid.
@@ -80,7 +80,7 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 		WHERE a.attrelid = $1 AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, t.oid, cfg.KeyColumn).
 		Scan(&t.column, &t.attnum, &t.typ, &generated, &typ)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("%w: table %s has no column %q", ErrInvalid, t.name, cfg.KeyColumn)
+		return t, fmt.Errorf("%w: table %s has no column %q: check -key (Config.KeyColumn)", ErrInvalid, t.name, cfg.KeyColumn)
 	}
 	if err != nil {
 		return t, fmt.Errorf("pgsync: postgres: column %q: %w", cfg.KeyColumn, err)
@@ -214,8 +214,8 @@ func checkPublication(ctx context.Context, db *pgx.Conn, cfg Config, t *target) 
 		return fmt.Errorf("pgsync: postgres: publication %q: %w", cfg.Publication, err)
 	}
 	if !ins || !upd || !del || !trunc {
-		return fmt.Errorf("%w: publication %q does not publish every kind of change (insert %v, update %v, delete %v, truncate %v): a change it leaves out would be missed",
-			ErrInvalid, cfg.Publication, ins, upd, del, trunc)
+		return fmt.Errorf("%w: publication %q does not publish every kind of change (insert %v, update %v, delete %v, truncate %v): a change it leaves out would be missed; ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')",
+			ErrInvalid, cfg.Publication, ins, upd, del, trunc, quoteIdent(cfg.Publication))
 	}
 	var row []byte
 	err = db.QueryRow(ctx, `SELECT to_jsonb(p) FROM pg_publication_tables p
@@ -233,10 +233,12 @@ func checkPublication(ctx context.Context, db *pgx.Conn, cfg Config, t *target) 
 	}
 	_ = json.Unmarshal(row, &pt)
 	if pt.Rowfilter != nil {
-		return fmt.Errorf("%w: publication %q filters the rows of %s (WHERE %s): the filter would miss rows", ErrInvalid, cfg.Publication, t.name, *pt.Rowfilter)
+		return fmt.Errorf("%w: publication %q filters the rows of %s (WHERE %s): the filter would miss rows; ALTER PUBLICATION %s SET TABLE %s (without WHERE), or a publication of its own for the sync",
+			ErrInvalid, cfg.Publication, t.name, *pt.Rowfilter, quoteIdent(cfg.Publication), t.name)
 	}
 	if pt.Attnames != nil && !slices.Contains(pt.Attnames, t.column) {
-		return fmt.Errorf("%w: publication %q leaves column %s of %s out", ErrInvalid, cfg.Publication, t.column, t.name)
+		return fmt.Errorf("%w: publication %q leaves column %s of %s out: its changes would not carry the key; ALTER PUBLICATION %s SET TABLE %s (without a column list), or a publication of its own for the sync",
+			ErrInvalid, cfg.Publication, t.column, t.name, quoteIdent(cfg.Publication), t.name)
 	}
 	rows, err := db.Query(ctx, `SELECT format('%I.%I', schemaname, tablename)::regclass::oid FROM pg_publication_tables WHERE pubname = $1`, cfg.Publication)
 	if err != nil {
@@ -324,7 +326,7 @@ func waitSlot(ctx context.Context, db *pgx.Conn, name string, wait time.Duration
 // pgoutput, in the connected database.
 func checkSlot(s slotInfo, name, database string) error {
 	if s.exists && (!s.logical || s.plugin != "pgoutput" || s.database != database) {
-		return fmt.Errorf("%w: slot %s is not a pgoutput logical slot of database %s (plugin %q, database %q)", ErrInvalid, name, database, s.plugin, s.database)
+		return fmt.Errorf("%w: slot %s is not a pgoutput logical slot of database %s (plugin %q, database %q): it is another consumer's; choose another -slot", ErrInvalid, name, database, s.plugin, s.database)
 	}
 	return nil
 }

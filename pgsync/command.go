@@ -48,7 +48,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&cfg.ErrorRate, "error-rate", 0.01, "false-positive rate at capacity, when the sync creates it")
 	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "", "the filter's Redis key prefix (default rbloom:)")
 	fs.BoolVar(&cfg.Reload, "reload", false, "drop the slot and the sync's state, and load the filter again from the table, in place (readers go on with the old filter until the switch)")
-	fs.DurationVar(&cfg.SlotWait, "slot-wait", 30*time.Second, "how long to wait for a slot held by a crashed process")
+	fs.DurationVar(&cfg.SlotWait, "slot-wait", 30*time.Second, "how long to wait for a slot, or the filter's lease, held by another process (one that crashed releases them)")
 	fs.DurationVar(&statsEach, "stats", 0, "print progress at this interval (0: never)")
 	fs.BoolVar(&once, "once", false, "return the first error instead of retrying")
 	if err := fs.Parse(args); err != nil {
@@ -67,7 +67,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	if capacity < 1 || capacity > 1e15 {
-		return fmt.Errorf("%w: -capacity %g", ErrInvalid, capacity)
+		return fmt.Errorf("%w: -capacity %g: want 1 to 1e15 items", ErrInvalid, capacity)
 	}
 	cfg.Capacity = uint64(capacity)
 	if redisAddr == "" {

@@ -134,11 +134,13 @@ func (s *Sync) takeLease(ctx context.Context, db *pgx.Conn, sysid string) (*leas
 }
 
 // sessionGone reports whether the PostgreSQL session a holder named (on
-// this cluster) has ended.
+// this cluster) has ended. Another user's session shows its pid but not
+// its start to a user without pg_read_all_stats: such a pid is taken for
+// the holder's, alive.
 func sessionGone(ctx context.Context, db *pgx.Conn, h holder) (bool, error) {
 	var alive bool
 	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid::text = $1
-		AND (extract(epoch FROM backend_start) * 1e6)::int8::text = $2)`, h.pid, h.start).Scan(&alive)
+		AND (backend_start IS NULL OR (extract(epoch FROM backend_start) * 1e6)::int8::text = $2))`, h.pid, h.start).Scan(&alive)
 	if err != nil {
 		return false, fmt.Errorf("pgsync: postgres: sessions: %w", err)
 	}

@@ -101,7 +101,9 @@ type Config struct {
 
 	// KeyColumn is the column whose values the filter holds, as text
 	// (PostgreSQL's text output of the value: 42 for the integer 42).
-	// Rows where it is NULL are not in the filter. Required.
+	// Rows where it is NULL are not in the filter. It must be unique (a
+	// one-column primary key, or the only column of a unique index without
+	// WHERE), not generated, and, if text, in a UTF8 database. Required.
 	KeyColumn string
 
 	// Publication names the publication that carries the table's changes;
@@ -139,7 +141,8 @@ type Config struct {
 	// SlotWait is how long Run waits for the slot to be released by a
 	// process that held it (a sync that crashed is released when
 	// PostgreSQL notices, usually within a second) before failing with
-	// ErrSlotActive. Default 0: fail at once.
+	// ErrSlotActive, and for the filter's lease held by another sync
+	// before failing with ErrBusy. Default 0: fail at once.
 	SlotWait time.Duration
 
 	// MaxBatch bounds the changes applied in one group (one record of

@@ -97,7 +97,7 @@ func (s *Sync) follow(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t 
 	switch {
 	case err == nil, errors.Is(err, rbloom.ErrNotFound):
 	case errors.Is(err, rbloom.ErrParamsMismatch):
-		return fmt.Errorf("%w: %v: a sync keeps a counting filter", ErrFilter, err)
+		return fmt.Errorf("%w: %v: a sync keeps a counting filter; choose another -filter, or reload (-reload) to replace it", ErrFilter, err)
 	case errors.Is(err, rbloom.ErrNotFilter), errors.Is(err, rbloom.ErrDamaged):
 		if !cfg.Reload {
 			return fmt.Errorf("%w: %v: reload to replace it", ErrFilter, err)
@@ -120,29 +120,29 @@ func (s *Sync) follow(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t 
 		}
 		fresh = true
 	case st.Table != t.name || st.Column != t.column || st.Slot != cfg.Slot || st.Publication != cfg.Publication:
-		return fmt.Errorf("%w: filter %s follows %s.%s through slot %s and publication %s, not %s.%s through %s and %s",
+		return fmt.Errorf("%w: filter %s follows %s.%s through slot %s and publication %s, not %s.%s through %s and %s: run the sync with its flags, choose another -filter, or reload (-reload) to follow the new ones",
 			ErrFilter, cfg.Filter, st.Table, st.Column, st.Slot, st.Publication, t.name, t.column, cfg.Slot, cfg.Publication)
 	case st.Phase != "loaded":
 		fresh = true // a load that did not finish: its snapshot is gone, start again
 	case st.OID != fmt.Sprint(t.oid):
-		return fmt.Errorf("%w: table %s was dropped and created again since filter %s was loaded (oid %s, now %d): reload", ErrFilter, t.name, cfg.Filter, st.OID, t.oid)
+		return fmt.Errorf("%w: table %s was dropped and created again since filter %s was loaded (oid %s, now %d): reload (-reload)", ErrFilter, t.name, cfg.Filter, st.OID, t.oid)
 	case st.Attnum != "" && st.Attnum != fmt.Sprint(t.attnum):
-		return fmt.Errorf("%w: column %s of %s is another column than when filter %s was loaded (attribute %s, now %d): it was dropped and added again, or another was renamed to its name; reload",
+		return fmt.Errorf("%w: column %s of %s is another column than when filter %s was loaded (attribute %s, now %d): it was dropped and added again, or another was renamed to its name; reload (-reload)",
 			ErrFilter, t.column, t.name, cfg.Filter, st.Attnum, t.attnum)
 	case !slot.exists:
-		return fmt.Errorf("%w: slot %s, which the sync of filter %s streams from, does not exist: the changes since it was dropped are lost to the filter; reload", ErrSlotMissing, cfg.Slot, cfg.Filter)
+		return fmt.Errorf("%w: slot %s, which the sync of filter %s streams from, does not exist: the changes since it was dropped are lost to the filter; reload (-reload)", ErrSlotMissing, cfg.Slot, cfg.Filter)
 	case !exists:
-		return fmt.Errorf("%w: filter %s is missing from Redis though the sync loaded it (evicted, deleted, a Redis without persistence?): reload", ErrFilter, cfg.Filter)
+		return fmt.Errorf("%w: filter %s is missing from Redis though the sync loaded it (evicted, deleted, a Redis without persistence?): reload (-reload)", ErrFilter, cfg.Filter)
 	case slot.confirmed > st.LSN:
 		// The sync confirms to the slot only what its state says the
 		// filter holds: a state behind the slot came back from an older
 		// Redis (a restart from a snapshot that missed the last writes),
 		// and the changes between are lost to the filter.
-		return fmt.Errorf("%w: filter %s's sync state holds changes up to %s, but slot %s was told %s: Redis lost the filter's last writes (restarted from an older snapshot?); reload",
+		return fmt.Errorf("%w: filter %s's sync state holds changes up to %s, but slot %s was told %s: Redis lost the filter's last writes (restarted from an older snapshot?); reload (-reload)",
 			ErrFilter, cfg.Filter, st.LSN, cfg.Slot, slot.confirmed)
 	case st.Pending > st.LSN:
 		if st.PendingV != callsVersion {
-			return fmt.Errorf("%w: a group of transactions was left pending by a version of pgsync that cuts groups into calls otherwise (%q, this one %q): replaying it could apply changes twice; run that version until nothing is pending, or reload",
+			return fmt.Errorf("%w: a group of transactions was left pending by a version of pgsync that cuts groups into calls otherwise (%q, this one %q): replaying it could apply changes twice; run that version until nothing is pending, or reload (-reload)",
 				ErrFilter, st.PendingV, callsVersion)
 		}
 		if err := replayAllowed(st.PendingAt, time.Now()); err != nil {

@@ -175,17 +175,17 @@ func (x *stream) message(ctx context.Context, m pglogrepl.Message) error {
 		for i, c := range m.Columns {
 			if c.Name == x.t.column {
 				if c.DataType != x.t.typ {
-					return fmt.Errorf("%w: key column %s.%s changed type (oid %d, was %d): its keys' text may no longer be the loaded one's; reload", ErrInvalid, x.t.name, x.t.column, c.DataType, x.t.typ)
+					return fmt.Errorf("%w: key column %s.%s changed type (oid %d, was %d): its keys' text may no longer be the loaded one's; reload (-reload)", ErrInvalid, x.t.name, x.t.column, c.DataType, x.t.typ)
 				}
 				if c.Flags&1 == 0 {
-					return fmt.Errorf("%w: the replica identity of %s no longer includes %s (REPLICA IDENTITY %c): a DELETE would not tell which key to remove",
+					return fmt.Errorf("%w: the replica identity of %s no longer includes %s (REPLICA IDENTITY %c): a DELETE would not tell which key to remove; set it back (REPLICA IDENTITY DEFAULT with the key as primary key, or FULL), then reload (-reload)",
 						ErrInvalid, x.t.name, x.t.column, m.ReplicaIdentity)
 				}
 				x.keyIdx = i
 			}
 		}
 		if x.keyIdx < 0 {
-			return fmt.Errorf("%w: table %s no longer has column %s", ErrInvalid, x.t.name, x.t.column)
+			return fmt.Errorf("%w: table %s no longer has column %s: put it back and reload (-reload), or follow another -key", ErrInvalid, x.t.name, x.t.column)
 		}
 	case *pglogrepl.BeginMessage:
 		x.cur = &txn{commit: m.FinalLSN, at: m.CommitTime, received: time.Now()}

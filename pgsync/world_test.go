@@ -93,6 +93,7 @@ func TestPublicationChangeStops(t *testing.T) {
 		"table dropped": {`ALTER PUBLICATION items_pub DROP TABLE items`, `DELETE FROM items WHERE id <= 10`},
 		"no deletes":    {`ALTER PUBLICATION items_pub SET (publish = 'insert, update, truncate')`, `DELETE FROM items WHERE id <= 10`},
 		"row filter":    {`ALTER PUBLICATION items_pub SET TABLE items WHERE (id > 50)`, `DELETE FROM items WHERE id <= 10`},
+		"key left out":  {`ALTER PUBLICATION items_pub SET TABLE items (v)`, `INSERT INTO items VALUES (1000, 'y')`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
