@@ -36,8 +36,7 @@ func (b *base) Add(ctx context.Context, item string) (bool, error) {
 // batch applied a call; calls to partitions the first batch did not reach
 // may have been applied. Ids of adds and removes are apart.
 func (b *base) AddManyOnce(ctx context.Context, items []string, opID string) ([]bool, error) {
-	f := b.f.current()
-	return f.writeOnce(ctx, f.addOp(), items, opID)
+	return followOnce(ctx, b, func(f *filter) ([]bool, error) { return f.writeOnce(ctx, f.addOp(), items, opID) })
 }
 
 // AddOnce is AddManyOnce of one item: used again within IDLifetime for

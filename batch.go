@@ -38,7 +38,8 @@ func (o Outcome) String() string {
 // their Once forms and their one-item forms) that failed after its first
 // call was sent: what it did, item by item, in the order of the batch.
 // Find it with errors.As; errors.Is sees its cause (ErrFull,
-// ErrNotFound, context.DeadlineExceeded ...).
+// ErrNotFound, context.DeadlineExceeded ...; a deadline that go-redis
+// hits on a socket read is its i/o timeout).
 //
 // To reconcile: send the items that are not Applied again. Under an
 // operation id (the Once forms), send the whole batch again under the same

@@ -84,8 +84,7 @@ func (c *Counting) Remove(ctx context.Context, item string) (bool, error) {
 // nothing was removed. Used again for other items, it fails with
 // ErrOpIDReused.
 func (c *Counting) RemoveManyOnce(ctx context.Context, items []string, opID string) ([]bool, error) {
-	f := c.f.current()
-	return f.writeOnce(ctx, f.removeOp(), items, opID)
+	return followOnce(ctx, &c.base, func(f *filter) ([]bool, error) { return f.writeOnce(ctx, f.removeOp(), items, opID) })
 }
 
 // RemoveOnce is RemoveManyOnce of one item.

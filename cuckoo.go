@@ -113,8 +113,7 @@ func (c *Cuckoo) Remove(ctx context.Context, item string) (bool, error) {
 // RemoveManyOnce is RemoveMany, applied at most once per opID, as
 // Counting.RemoveManyOnce is.
 func (c *Cuckoo) RemoveManyOnce(ctx context.Context, items []string, opID string) ([]bool, error) {
-	f := c.f.current()
-	return f.writeOnce(ctx, f.removeOp(), items, opID)
+	return followOnce(ctx, &c.base, func(f *filter) ([]bool, error) { return f.writeOnce(ctx, f.removeOp(), items, opID) })
 }
 
 // RemoveOnce is RemoveManyOnce of one item.

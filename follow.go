@@ -179,3 +179,27 @@ func (e *BatchError) retry(items []string, write func(rest []string) ([]bool, er
 	e.Err = err
 	return e
 }
+
+// followOnce runs write, a Once write of the whole batch, on the handle's
+// filter, and, when a resize switched the filter under it before any of
+// its calls applied, sends it again under the same id to the resized
+// filter, whose records answer what was applied before the resize (or
+// refuse the id, ErrOpIDReused, where the resize cut its batches
+// otherwise). A batch of which some calls applied is not sent again: the
+// caller sends it again under its id, to the filter the handle now
+// follows.
+func followOnce(ctx context.Context, b *base, write func(f *filter) ([]bool, error)) ([]bool, error) {
+	f := b.f.current()
+	out, err := write(f)
+	for try := 0; err != nil && try < maxFollows; try++ {
+		if f = f.followed(ctx, err); f == nil {
+			break
+		}
+		var be *BatchError
+		if errors.As(err, &be) {
+			break
+		}
+		out, err = write(f)
+	}
+	return out, err
+}

@@ -220,3 +220,46 @@ func TestResizeTestOrAddFalsePositive(t *testing.T) {
 		t.Errorf("%s, added by a TestOrAdd during the resize, tests absent once the items of its false positive are removed", z)
 	}
 }
+
+// TestOnceFollowsResize: an operation id replayed through a handle of the
+// old size after a resize follows it, and gets its first answers (the
+// resize kept P and k, so the records are where the resized filter looks);
+// replayed after a resize to another P, it is refused with ErrOpIDReused,
+// never an internal error, and applies nothing more.
+func TestOnceFollowsResize(t *testing.T) {
+	rdb := realRedis(t)
+	o := Options{Capacity: 20000, ErrorRate: 0.001, Partitions: 2}
+	c := newCounting(t, rdb, "once-follow", o)
+	if err := c.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := must(c.AddManyOnce(ctx, []string{"a"}, "id1")).on(t)
+	old := newCounting(t, rdb, "once-follow", o)
+	grown := must(c.Resize(ctx, Options{Capacity: 40000, ErrorRate: 0.001, Partitions: 2}, func(add func([]string) error) error {
+		return add([]string{"a"})
+	})).on(t)
+	again, err := old.AddManyOnce(ctx, []string{"a"}, "id1")
+	if err != nil || !equal(again, first) {
+		t.Fatalf("the id replayed through a handle of the old size = %v, %v; want %v, nil", again, err, first)
+	}
+	if n := must(grown.Count(ctx, "a")).on(t); n != 1 {
+		t.Errorf("Count(a) after the replay = %d, want 1", n)
+	}
+
+	batch := events("b-", 10)
+	must(grown.AddManyOnce(ctx, batch, "id2")).on(t)
+	regrown := must(grown.Resize(ctx, Options{Capacity: 40000, ErrorRate: 0.001, Partitions: 3}, func(add func([]string) error) error {
+		return add(append([]string{"a"}, batch...))
+	})).on(t)
+	var counts [][]int
+	for range 3 {
+		if _, err := regrown.AddManyOnce(ctx, batch, "id2"); !errors.Is(err, ErrOpIDReused) {
+			t.Errorf("replay after a resize to another P: %v, want ErrOpIDReused", err)
+		}
+		counts = append(counts, must(regrown.CountMany(ctx, batch)).on(t))
+	}
+	t.Logf("counts after each replay: %v", counts)
+	if !slices.Equal(counts[1], counts[2]) {
+		t.Errorf("a replay refused as reused applied more: counts %v, then %v", counts[1], counts[2])
+	}
+}

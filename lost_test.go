@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -72,6 +73,23 @@ func evictAll(t *testing.T, rdb *redis.Client, f *filter) {
 	for _, p := range f.parts {
 		if err := rdb.Del(ctx, p.key).Err(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestLostFilterNotReplicated: with WaitReplicas and no replica to wait
+// for, a write to a lost filter, which writes nothing, fails with
+// ErrNotFound, not ErrNotReplicated (which says the master has the write).
+func TestLostFilterNotReplicated(t *testing.T) {
+	rdb := realRedis(t)
+	c := newCounting(t, rdb, "lost-wait", Options{Capacity: 100, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	for _, write := range []func() error{
+		func() error { _, err := c.Add(ctx, "a"); return err },
+		func() error { _, err := c.AddOnce(ctx, "a", "op"); return err },
+		func() error { _, err := c.Remove(ctx, "a"); return err },
+	} {
+		if err := write(); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotReplicated) {
+			t.Errorf("a write to a missing filter with no replica: %v, want ErrNotFound alone", err)
 		}
 	}
 }

@@ -108,7 +108,8 @@ type Options struct {
 	// writes made since it was made: a daily dedupe filter with a TTL,
 	// say. Its cost: a filter Redis lost (a restart without persistence,
 	// a flush, eviction) is made again, empty, by the next write, and
-	// every item it held then tests absent. Without it (the default), a
+	// every item it held then tests absent, for every handle of the
+	// filter, whatever their options. Without it (the default), a
 	// filter exists only once Create or Rebuild made it, and every
 	// method on a missing filter fails with ErrNotFound.
 	CreateOnWrite bool

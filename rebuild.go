@@ -362,9 +362,9 @@ func (f *filter) resized(o Options) (*filter, error) {
 // place. From then on c, and every handle of the old size, follow: a call
 // that finds the filter switched under it reads the new size from Redis
 // (a record the resize leaves for 7 days) and goes on with it, its reads
-// sent again and its writes for the items not applied; the Once calls
-// fail with ErrParamsMismatch instead (see below). No handle, of either
-// size, ever answers "absent" for an item held.
+// sent again and its writes for the items not applied (a Once call, only
+// when none of its calls applied: see below). No handle, of either size,
+// ever answers "absent" for an item held.
 //
 // Operation ids are remembered by partition key. A resize that keeps the
 // number of partitions keeps every item in a partition of the same key,

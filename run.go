@@ -38,9 +38,9 @@ func runScripts(ctx context.Context, rdb Client, script *redis.Script, fcall boo
 // runPipelined is runScripts in one pipeline of rdb. A node's own client
 // (runOnMasters) does not follow MOVED and ASK: those come back as errors.
 func runPipelined(ctx context.Context, rdb Client, script *redis.Script, fcall bool, calls []scriptCall, repl replication) ([]string, error) {
-	cmds, err := pipelineScripts(ctx, rdb, script, fcall, calls, repl)
-	if err != nil {
-		return nil, err
+	cmds, notReplicated := pipelineScripts(ctx, rdb, script, fcall, calls, repl)
+	if cmds == nil {
+		return nil, notReplicated
 	}
 	out := make([]string, len(cmds))
 	var failed *partialError
@@ -58,8 +58,11 @@ func runPipelined(ctx context.Context, rdb Client, script *redis.Script, fcall b
 		}
 		out[i] = s
 	}
-	if failed != nil {
+	switch {
+	case failed != nil:
 		return nil, failed
+	case notReplicated != nil:
+		return nil, &partialError{replies: out, refused: make([]bool, len(cmds)), err: notReplicated}
 	}
 	return out, nil
 }
@@ -149,10 +152,9 @@ func pipelineScripts(ctx context.Context, rdb Client, script *redis.Script, fcal
 			}
 		}
 	}
-	if replicated != nil {
-		return nil, replicated
-	}
-	return cmds, nil
+	// Not replicated: the replies say what ran (a call that wrote nothing
+	// was not lost by the replicas).
+	return cmds, replicated
 }
 
 // ran reports whether a call whose reply or error is err may have run: it

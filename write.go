@@ -120,6 +120,9 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 		for try := 0; len(calls) > 0; try++ {
 			mark(done[lo:], answers, Unknown)
 			replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
+			if r := unwritten(err); r != nil {
+				replies, err = r, nil // not replicated, but nothing was written
+			}
 			if err != nil && fwd != nil {
 				if errors.Is(scriptError(err), ErrFull) {
 					return f.unforward(ctx, op, target, chunk, calls, answers, fwd, err)
@@ -158,7 +161,14 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 				}
 				// A '+' says that the call created its partition.
 				if err := answer(strings.TrimPrefix(r, "+"), answers[c], out[lo:]); err != nil {
-					return err
+					if op.opID == "" {
+						return err
+					}
+					// A record of another cut answered: the id was applied
+					// before a resize changed the filter's partitions or
+					// k. This call wrote nothing.
+					mark(done[lo:], answers[c:c+1], NotApplied)
+					return failf(ErrOpIDReused, "%s: operation id %q was recorded for other calls than this batch makes now (the filter was resized since): it cannot be replayed", f.name, op.opID)
 				}
 				mark(done[lo:], answers[c:c+1], Applied)
 			}
@@ -224,6 +234,24 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 		}
 	}
 	return nil
+}
+
+// unwritten returns the replies of a round of calls that failed only as
+// not replicated (ErrNotReplicated) when none of them wrote anything (a
+// partition missing: '?'; a resize's forward: '!'), so that the round is
+// handled as the replies say rather than reported as a write the master
+// made; else nil.
+func unwritten(err error) []string {
+	var pe *partialError
+	if !errors.As(err, &pe) || !errors.Is(pe.err, ErrNotReplicated) {
+		return nil
+	}
+	for _, r := range pe.replies {
+		if r != "?" && !strings.HasPrefix(r, "!") {
+			return nil
+		}
+	}
+	return pe.replies
 }
 
 // settlePartial sets, after err failed a round of calls whose items are at
