@@ -75,7 +75,15 @@ func resize(c deletable, o Options, fill func(add func([]string) error) error) e
 // on, every item written through them is held after; a handle of
 // parameters no resize came from still gets ErrParamsMismatch.
 func TestHandlesFollowResize(t *testing.T) {
-	rdb := realRedis(t)
+	t.Run("redis", func(t *testing.T) { handlesFollowResize(t, realRedis(t)) })
+	t.Run("cluster", func(t *testing.T) {
+		_, rdb := clusterClient(t)
+		handlesFollowResize(t, rdb)
+	})
+}
+
+// handlesFollowResize is TestHandlesFollowResize on the Redis rdb reaches.
+func handlesFollowResize(t *testing.T, rdb Client) {
 	for _, mode := range loadModes {
 		t.Run(mode.name, func(t *testing.T) {
 			name := "follow-" + mode.name

@@ -229,14 +229,29 @@ func TestWindowBucketAndSpanLimits(t *testing.T) {
 				t.Fatalf("NewWindow: %v", err)
 			}
 			defer func() { _ = w.Drop(ctx) }()
-			if seen, err := w.TestOrAddMany(ctx, []string{"a", "b", "a"}); err != nil || seen[0] || seen[1] || !seen[2] {
-				t.Fatalf("TestOrAddMany = %v, %v, want [false false true]", seen, err)
+			seen, err := w.TestOrAddMany(ctx, []string{"a", "b", "a"})
+			if err != nil {
+				t.Fatalf("TestOrAddMany: %v", err)
 			}
-			if seen, err := w.TestMany(ctx, []string{"a", "c"}); err != nil || !seen[0] || seen[1] {
-				t.Errorf("TestMany = %v, %v, want [true false]", seen, err)
-			}
-			if in, err := w.Info(ctx); err != nil || len(in.Generations) != 1 || in.Generations[0].TTL <= 0 {
-				t.Errorf("Info = %+v, %v, want one generation with time left", in, err)
+			// A window of a millisecond forgets within two: its calls'
+			// answers and generations depend on the calls' timing.
+			if c.bucket < time.Second {
+				if _, err := w.TestMany(ctx, []string{"a"}); err != nil {
+					t.Errorf("TestMany: %v", err)
+				}
+				if _, err := w.Info(ctx); err != nil {
+					t.Errorf("Info: %v", err)
+				}
+			} else {
+				if seen[0] || seen[1] || !seen[2] {
+					t.Fatalf("TestOrAddMany = %v, want [false false true]", seen)
+				}
+				if seen, err := w.TestMany(ctx, []string{"a", "c"}); err != nil || !seen[0] || seen[1] {
+					t.Errorf("TestMany = %v, %v, want [true false]", seen, err)
+				}
+				if in, err := w.Info(ctx); err != nil || len(in.Generations) != 1 || in.Generations[0].TTL <= 0 {
+					t.Errorf("Info = %+v, %v, want one generation with time left", in, err)
+				}
 			}
 			if err := w.Drop(ctx); err != nil {
 				t.Errorf("Drop: %v", err)
