@@ -75,11 +75,12 @@ func runOnMasters(ctx context.Context, cc *redis.ClusterClient, script *redis.Sc
 		wg.Wait()
 		pending = pending[:0]
 		var again error // why some groups go again
+		var moved []int // the calls of groups a cluster sent elsewhere
 		lost := false
 		for _, r := range results {
 			switch {
 			case redirected(r.err):
-				pending, again = append(pending, r.at...), r.err
+				pending, again, moved = append(pending, r.at...), r.err, append(moved, r.at...)
 			case connectionLost(r.err) && resends > 0 && ctx.Err() == nil:
 				pending, again, lost = append(pending, r.at...), r.err, true
 			case r.err != nil:
@@ -104,6 +105,9 @@ func runOnMasters(ctx context.Context, cc *redis.ClusterClient, script *redis.Sc
 			}
 		}
 		if failed != nil {
+			for _, i := range moved {
+				failed.refused[i] = true // refused by the cluster: it did not run
+			}
 			return nil, failed
 		}
 		if lost {

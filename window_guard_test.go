@@ -249,7 +249,9 @@ func TestWindowBucketAndSpanLimits(t *testing.T) {
 				if seen, err := w.TestMany(ctx, []string{"a", "c"}); err != nil || !seen[0] || seen[1] {
 					t.Errorf("TestMany = %v, %v, want [true false]", seen, err)
 				}
-				if in, err := w.Info(ctx); err != nil || len(in.Generations) != 1 || in.Generations[0].TTL <= 0 {
+				// One generation, or two when a bucket turned between
+				// the calls.
+				if in, err := w.Info(ctx); err != nil || len(in.Generations) < 1 || len(in.Generations) > 2 || in.Generations[0].TTL <= 0 {
 					t.Errorf("Info = %+v, %v, want one generation with time left", in, err)
 				}
 			}

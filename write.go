@@ -265,7 +265,9 @@ func settlePartial(err error, answers [][]int, out []bool, done []Outcome) {
 	for c, r := range pe.replies {
 		r = strings.TrimPrefix(r, "+")
 		switch {
-		case pe.refused[c], r == "?":
+		case pe.refused[c], r == "?", strings.HasPrefix(r, "!"):
+			// Refused, no partition, or a resize's forward asked for:
+			// the call wrote nothing.
 			mark(done, answers[c:c+1], NotApplied)
 		case len(r) == len(answers[c]) && r != "" && answer(r, answers[c], out) == nil:
 			mark(done, answers[c:c+1], Applied)

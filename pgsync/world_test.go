@@ -245,6 +245,10 @@ func TestOneSyncPerFilter(t *testing.T) {
 		t.Errorf("a second sync during the load: %v, want ErrBusy", err)
 	}
 	e.caughtUp(t, "items")
+	// Caught up is the state's word: the stream may start a moment later.
+	for i := 0; !strings.Contains(e.slots(t), "items_slot true") && i < 500; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
 	for name, mut := range map[string]func(*Config){
 		"same flags":   func(*Config) {},
 		"another slot": func(c *Config) { c.Slot = "other_slot" },
