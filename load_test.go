@@ -262,3 +262,36 @@ func TestRebuildFillPanics(t *testing.T) {
 		t.Error("p-1 tests absent after the load")
 	}
 }
+
+// TestSourceRestoresOnCluster: a handle with a Source loads a filter of
+// partitions on several masters, and again once every master lost it;
+// no read answers absent for an item of the source meanwhile.
+func TestSourceRestoresOnCluster(t *testing.T) {
+	c, rdb := clusterClient(t)
+	source := events("row-", 600)
+	o := Options{Capacity: 3000, Partitions: 6, Source: func(add func([]string) error) error { return add(source) }}
+	f := must(NewCounting(rdb, "restored-cluster", o)).on(t)
+	for round, lose := range []func(){func() {}, func() { _, _ = c.DoAll(ctx, "FLUSHALL") }} {
+		lose()
+		deadline := time.Now().Add(20 * time.Second)
+		for ready := false; !ready; {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: not restored after 20s", round)
+			}
+			got, err := f.TestMany(ctx, source)
+			switch {
+			case errors.Is(err, ErrLoading) || errors.Is(err, ErrNotFound):
+				time.Sleep(20 * time.Millisecond)
+			case err != nil:
+				t.Fatalf("round %d: TestMany: %v", round, err)
+			default:
+				for i, ok := range got {
+					if !ok {
+						t.Fatalf("round %d: %s tests absent", round, source[i])
+					}
+				}
+				ready = true
+			}
+		}
+	}
+}

@@ -134,8 +134,11 @@ func TestKeyPrefix(t *testing.T) {
 		if err != nil || !must(o.Test(ctx, "z")).on(t) || must(o.Test(ctx, "w")).on(t) {
 			t.Errorf("OpenCounting under app-a: %v, or it does not hold z alone", err)
 		}
-		if _, err := Open(ctx, rdb, "users", Options{}); !errors.Is(err, ErrNotFound) {
-			t.Errorf("Open under the default prefix: %v, want ErrNotFound", err)
+		if _, err := Open(ctx, rdb, "users", Options{}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "rbloom:{users}") {
+			t.Errorf("Open under the default prefix: %v, want ErrNotFound naming rbloom:{users}", err)
+		}
+		if f, err := Open(ctx, rdb, "users", Options{KeyPrefix: "app-a:bloom:"}); err != nil || !must(f.Test(ctx, "z")).on(t) {
+			t.Errorf("Open under app-a: %v, or it does not hold z", err)
 		}
 		rdb.Del(ctx, a.f.parts[shareOf(keySlot("users"), 3)].key)
 		if _, err := OpenCounting(ctx, rdb, "users", Options{KeyPrefix: "app-a:bloom:"}); !errors.Is(err, ErrDamaged) {
