@@ -236,7 +236,7 @@ func TestSharedRecordHashLives(t *testing.T) {
 	rdb := realRedis(t)
 	c := created(t, newCounting(t, rdb, "shared", Options{Capacity: 1000}))
 	must(c.AddMany(ctx, []string{"x", "x"})).on(t)
-	rec := onceRecord(c.f.parts[0].key, "remove", 0, "del-1", digest([]string{"x"}, c.f.perCall()), c.f.idLifetime, c.f.retryKeep, c.f.now())
+	rec := onceRecord(c.f.parts[0].key, "remove", 0, "del-1", digest([]string{"x"}, c.f.perCall(), len(c.f.parts)), c.f.idLifetime, c.f.retryKeep, c.f.now())
 	// Another process's record made the hash first, with a short TTL.
 	rdb.HSet(ctx, rec.keys[0], "another-field", "x")
 	rdb.PExpire(ctx, rec.keys[0], 300*time.Millisecond)

@@ -79,6 +79,7 @@ type filter struct {
 	onWrite    bool             // writes may create a missing filter (Options.CreateOnWrite)
 	loader     *loader          // loads a missing filter from Options.Source; nil without
 	follow     *follower        // the filter a resize switched this one to (follow.go)
+	layouts    *layoutCache     // the filter's layouts before a resize that cut batches otherwise (layouts.go)
 	now        func() time.Time // the clock that picks record buckets (records.go)
 	records    *records         // names this handle's random records
 	retryKeep  time.Duration    // how long a call's random record is kept (retryKeep)
@@ -144,6 +145,7 @@ func (f *filter) withHeader(h header) *filter {
 		g.parts = append(g.parts, part{key: key, head: h.withIndex(i).encode()})
 	}
 	g.records = newRecords(len(g.parts))
+	g.layouts = &layoutCache{}
 	g.bucketType = "u" + strconv.FormatUint(h.width(), 10)
 	if f.maxItems > 0 {
 		// Items spread evenly over the partitions; each gets its share.

@@ -57,6 +57,7 @@ func (f *filter) recordResize(ctx context.Context, g *filter) error {
 	key := resizedKey(f.prefix, f.name)
 	pipe := f.rdb.Pipeline()
 	pipe.HSet(ctx, key, f.identity(), g.parts[0].head)
+	f.recordEarlier(ctx, pipe, g)
 	pipe.PExpire(ctx, key, max(resizeRecordTTL, f.idLifetime))
 	_, err := pipe.Exec(ctx)
 	return err

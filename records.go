@@ -128,14 +128,13 @@ func recordBucket(keep time.Duration, now time.Time) (int64, int64) {
 // digest is the tag of an operation id's records: 8 bytes of MurmurHash3
 // of the batch's items, item after item, so that the id used again for
 // other items, or the same ones in another order, is told from a replay;
-// and of perCall, the most items a script call takes, which decides how
-// the batch is cut into calls, each with its own record: a handle that
-// cuts it otherwise (a resize gave the filter another k) is refused with
-// ErrOpIDReused, where its calls would not find the records of the first
-// ones and apply their items again.
-func digest(items []string, perCall int) string {
+// and of how the batch is cut into calls, each with its own record: the
+// most items a call takes (perCall) and the partitions. A filter that cuts
+// it otherwise (a resize gave it another k or P) never takes a record of
+// the first cut for one of its own: see layouts.go.
+func digest(items []string, perCall, partitions int) string {
 	h := murmur3.New128()
-	h.Write([]byte(strconv.Itoa(perCall) + "\x00"))
+	h.Write([]byte(strconv.Itoa(perCall) + "\x00" + strconv.Itoa(partitions) + "\x00"))
 	for _, item := range items {
 		h.Write([]byte(item))
 		h.Write([]byte{0}) // so that ["ab"] and ["a", "b"] differ

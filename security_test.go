@@ -43,7 +43,8 @@ var aclCommands = []string{
 	"+set",          // rebuild.lua: take the lease
 	"+persist",      // rebuild.lua: a switched partition keeps having no TTL
 	"+info",         // Info: the server's maxmemory-policy (INFO memory)
-	"+hmget",        // windows: the settings, and until when the ring lives (window.lua, TestMany)
+	"+hmget",        // windows: the settings, and until when the ring lives (window.lua, TestMany); Once batches: an id's records before a resize
+	"+hgetall",      // Once batches: the layouts a resize left (layouts.go)
 	"+time",         // windows: Redis's clock picks the bucket (window.lua, TestMany, Info)
 	"+bitop",        // window.lua: clear an old generation, 64 KiB at a time
 	"+pexpireat",    // window.lua: the ring expires when its settings say

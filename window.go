@@ -332,7 +332,7 @@ func (w *Window) testOrAddDistinct(ctx context.Context, events []string, opID st
 	batch, start := "", time.Time{}
 	if opID != "" {
 		// Every call's record filed by the batch's start, as write.go's.
-		batch, start = digest(events, perCall), f.now()
+		batch, start = digest(events, perCall, len(f.parts)), f.now()
 	}
 	seq := make([]int, len(f.parts))
 	created := false

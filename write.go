@@ -84,8 +84,20 @@ func (f *filter) writeOnce(ctx context.Context, op writeOp, items []string, opID
 	if opID == "" || len(opID) > 256 {
 		return nil, callError(op.name, failf(ErrInvalidOptions, "operation id %q: want 1 to 256 bytes", opID))
 	}
-	op.opID, op.keep, op.batch, op.start = opID, f.idLifetime, digest(items, f.perCall()), f.now()
-	return f.write(ctx, op, items)
+	op.opID, op.keep, op.batch, op.start = opID, f.idLifetime, digest(items, f.perCall(), len(f.parts)), f.now()
+	used, err := f.usedBefore(ctx, op, items)
+	if err != nil {
+		return nil, callError(op.name, err) // nothing was sent
+	}
+	if used {
+		return nil, callError(op.name, failf(ErrOpIDReused, "operation id %q: its batch was applied before a resize changed "+
+			"how batches are cut (partitions or k), and its answers are not kept across that; nothing was written", opID))
+	}
+	out, err := f.write(ctx, op, items)
+	if err != nil {
+		f.forgetLayouts() // the filter may have been switched under the batch
+	}
+	return out, err
 }
 
 // write applies op to items and returns its answer for each item. The
@@ -387,7 +399,7 @@ func (f *filter) recordForwarded(ctx context.Context, op writeOp, target string,
 		was[pos] = fwdOut[j]
 	}
 	rec := op
-	rec.script, rec.create, rec.batch = g.addScript(), false, digest(items, g.perCall())
+	rec.script, rec.create, rec.batch = g.addScript(), false, digest(items, g.perCall(), len(g.parts))
 	pl := g.place(items)
 	calls, at := pack(pl, g.perCall(), make([]int, len(g.parts)), func(p, seq int, at []int) scriptCall {
 		c := g.call(rec, p, seq, items, pl, at)
@@ -470,7 +482,7 @@ func (f *filter) unforward(ctx context.Context, op writeOp, target string, chunk
 // the items (so that op sent again makes the same sub with the same id).
 func (f *filter) partOf(op, sub writeOp, what string, items []string) writeOp {
 	if op.opID != "" {
-		sub.batch = digest(items, f.perCall())
+		sub.batch = digest(items, f.perCall(), len(f.parts))
 		sub.opID, sub.keep = op.opID+"\x00"+what+"\x00"+hex.EncodeToString([]byte(sub.batch)), op.keep
 		sub.start = op.start // its records filed as op's are (record)
 	}
