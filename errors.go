@@ -55,12 +55,14 @@ var (
 	// up could lose it.
 	ErrNotReplicated = newKind("write not acknowledged by enough replicas")
 
-	// ErrOpIDReused is returned by AddOnce and RemoveOnce when the
-	// operation id was already used, within the window, for another item.
-	// Nothing is written: an id names one operation on one item, and a
+	// ErrOpIDReused is returned by the Once methods when the operation id
+	// was already used, within IDLifetime, for another batch (other items,
+	// or the same in another order), or for this batch before a Resize
+	// that changed how batches are cut (P or k), whose answers are not
+	// kept across it. Nothing is written: an id names one batch, and a
 	// second use for something else would otherwise be answered as a
 	// replay and silently dropped.
-	ErrOpIDReused = newKind("operation id already used for another item")
+	ErrOpIDReused = newKind("operation id already used for another batch")
 
 	// ErrRebuilding is returned by Rebuild when another rebuild of the
 	// filter is running (from any process). Nothing was changed: try
