@@ -295,3 +295,57 @@ func TestSourceRestoresOnCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadCutByRestart: Redis restarts without persistence in the middle
+// of a load from a Source, losing what the load had made. Readers never
+// get "absent" for a source row: they get ErrLoading, ErrNotFound or a
+// connection error until a later load, started by the handle itself,
+// has put every row back; then exact answers.
+func TestLoadCutByRestart(t *testing.T) {
+	srv := rbloomtest.StartServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	source := events("row-", 2000)
+	var fills atomic.Int32
+	halfway, resume := make(chan struct{}), make(chan struct{})
+	fill := func(add func([]string) error) error {
+		if fills.Add(1) == 1 {
+			if err := add(source[:1000]); err != nil {
+				return err
+			}
+			close(halfway)
+			<-resume // the restart comes here
+		}
+		return add(source)
+	}
+	c := newCounting(t, rdb, "cut-load", Options{Capacity: 5000, Partitions: 3, Source: fill})
+	if _, err := c.Test(ctx, "row-0"); !errors.Is(err, ErrLoading) && !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Test of a missing filter with a Source: %v, want ErrLoading or ErrNotFound", err)
+	}
+	<-halfway
+	srv.Restart()
+	close(resume)
+	deadline := time.Now().Add(20 * time.Second)
+	var refused int
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("not loaded again 20s after the restart (%d fills, %d reads refused)", fills.Load(), refused)
+		}
+		got, err := c.TestMany(ctx, source)
+		if err != nil {
+			refused++
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		for i, ok := range got {
+			if !ok {
+				t.Fatalf("%s tests absent after the restart (fill %d)", source[i], fills.Load())
+			}
+		}
+		break
+	}
+	t.Logf("%d fills, %d reads refused before the filter was loaded again", fills.Load(), refused)
+	if fills.Load() < 2 {
+		t.Errorf("%d fills: the load cut by the restart was not run again", fills.Load())
+	}
+}
