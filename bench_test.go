@@ -28,8 +28,8 @@ func BenchmarkBatchArgs(b *testing.B) {
 	}
 	perCall := maxCallSlots / c.f.h.k
 	ops := map[string]func(p int, pl placement, at []int) []any{
-		"add":    func(p int, pl placement, at []int) []any { return c.f.call(c.f.addOp(), p, 0, items, pl, at).args },
-		"remove": func(p int, pl placement, at []int) []any { return c.f.call(c.f.removeOp(), p, 0, items, pl, at).args },
+		"add":    func(p int, pl placement, at []int) []any { return c.f.call(c.f.addOp(), p, 0, pl, at).wire().args },
+		"remove": func(p int, pl placement, at []int) []any { return c.f.call(c.f.removeOp(), p, 0, pl, at).wire().args },
 		"test": func(_ int, pl placement, at []int) []any { // as read.go calls it
 			return c.f.getArgs(make([]any, 0, 2+len(at)*c.f.h.k*3), pl, at)
 		},

@@ -275,8 +275,8 @@ func TestScriptErrorCodes(t *testing.T) {
 	rdb.Set(ctx, keyOf(DefaultKeyPrefix, "long"), c.f.parts[0].head+strings.Repeat("\x00", 51), 0)
 	mismatched := newCounting(t, rdb, "codes", Options{Slots: 200, Hashes: 2})
 
-	addPrefix := c.f.call(c.f.addOp(), 0, 0, nil, placement{}, nil).args
-	removePrefix := c.f.call(c.f.removeOp(), 0, 0, nil, placement{}, nil).args
+	addPrefix := c.f.call(c.f.addOp(), 0, 0, placement{}, nil).wire().args
+	removePrefix := c.f.call(c.f.removeOp(), 0, 0, placement{}, nil).wire().args
 	offsets := []any{headerBits, headerBits + 4} // k = 2: one item, for add and remove alike
 	type call struct {
 		script *redis.Script
@@ -296,7 +296,7 @@ func TestScriptErrorCodes(t *testing.T) {
 		"half an item":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), offsets[0])},
 		"hex offset":          {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), "0x200", offsets[1])},
 		"not a number":        {addScript, c.f.parts[0].key, append(slices.Clone(addPrefix), offsets[0], "abc")},
-		"mismatch":            {addScript, c.f.parts[0].key, append(mismatched.f.call(mismatched.f.addOp(), 0, 0, nil, placement{}, nil).args, offsets...)},
+		"mismatch":            {addScript, c.f.parts[0].key, append(mismatched.f.call(mismatched.f.addOp(), 0, 0, placement{}, nil).wire().args, offsets...)},
 		"not a filter":        {addScript, keyOf(DefaultKeyPrefix, "plain"), append(slices.Clone(addPrefix), offsets...)},
 		"wrong type":          {addScript, keyOf(DefaultKeyPrefix, "list"), append(slices.Clone(addPrefix), offsets...)},
 		"damaged":             {addScript, keyOf(DefaultKeyPrefix, "long"), append(slices.Clone(addPrefix), offsets...)},
@@ -305,7 +305,7 @@ func TestScriptErrorCodes(t *testing.T) {
 		"remove offset":       {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), 1<<20, offsets[1])},
 		"remove misaligned":   {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), headerBits+2, offsets[1])},
 		"remove not a number": {removeScript, c.f.parts[0].key, append(slices.Clone(removePrefix), "", offsets[1])},
-		"remove mismatch":     {removeScript, c.f.parts[0].key, append(mismatched.f.call(mismatched.f.removeOp(), 0, 0, nil, placement{}, nil).args, offsets...)},
+		"remove mismatch":     {removeScript, c.f.parts[0].key, append(mismatched.f.call(mismatched.f.removeOp(), 0, 0, placement{}, nil).wire().args, offsets...)},
 		"remove on list":      {removeScript, keyOf(DefaultKeyPrefix, "list"), append(slices.Clone(removePrefix), offsets...)},
 	}
 	before := dump(t, rdb)

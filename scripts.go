@@ -63,6 +63,7 @@ local MAX_PARTITIONS = %d
 local MAX_STRING_BYTES = %d
 local RESERVED = "%s" -- the zero bytes after RESERVED_BYTE
 local RECORD_FIELD, RECORD_TAG, ONCE_RECORD_KEYS = %d, %d, %d
+local REPLY_MISSING, REPLY_FORWARD, REPLY_CREATED = %q, %q, %q
 local RING_BUCKET_BYTE, RING_W_BYTE, RING_CURSOR_BYTE = %d, %d, %d
 local RING_POSITIONS_BYTE, RING_POSITION_SIZE, RING_FIELD_BITS = %d, %d, %d
 local CUCKOO, CUCKOO_BUCKET, MIN_FP, MAX_FP = %d, %d, %d, %d
@@ -70,6 +71,7 @@ local CUCKOO_MAX_LOAD, CUCKOO_KICKS, CUCKOO_ITEMS, CUCKOO_MIX = %g, %d, %d, %d
 `, headerSize, identitySize, itemsByte, markByte, markRebuild, markResize, markLoad, incByte, incSize, reservedByte, int64(DefaultIDLifetime/time.Second), magic, formatVersion,
 	ModeCounting, ModeClassic, MaxHashes, MaxPartitions, maxStringBytes,
 	strings.Repeat(`\0`, headerSize-reservedByte), onceFieldBytes, recordTagBytes, onceRecordKeys,
+	replyMissing, replyForward, replyCreated,
 	ringBucketByte, ringWByte, ringCursorByte, ringPositionsByte, ringPositionSize, ringFieldBits,
 	ModeCuckoo, cuckooBucketSize, MinFingerprintBits, MaxFingerprintBits,
 	CuckooMaxLoad, cuckooMaxKicks, cuckooItemsPerCall, cuckooMix)

@@ -115,8 +115,8 @@ func TestRetryAppliesOnce(t *testing.T) {
 		// answer so too.
 		c := newCounting(t, rdb, "retry", Options{Slots: 64, Hashes: 3, CreateOnWrite: true})
 		ab := []string{"a", "b"}
-		add := c.f.call(c.f.addOp(), 0, 0, ab, c.f.place(ab), []int{0, 1})
-		remove := c.f.call(c.f.removeOp(), 0, 0, ab, c.f.place(ab), []int{0})
+		add := c.f.call(c.f.addOp(), 0, 0, c.f.place(ab), []int{0, 1}).wire()
+		remove := c.f.call(c.f.removeOp(), 0, 0, c.f.place(ab), []int{0}).wire()
 		for _, call := range []struct {
 			script *redis.Script
 			scriptCall

@@ -121,8 +121,8 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 	for lo, hi := range spans(len(items), f.perRoundTrip()) {
 		chunk := items[lo:hi]
 		pl := f.place(chunk)
-		calls, answers := pack(pl, perCall, seq, func(p, seq int, at []int) scriptCall {
-			return f.call(op, p, seq, chunk, pl, at)
+		calls, answers := pack(pl, perCall, seq, func(p, seq int, at []int) writeCall {
+			return f.call(op, p, seq, pl, at)
 		})
 		// A call answers '?' when its partition does not exist and it may
 		// not create it; settle decides, and the calls go again.
@@ -131,7 +131,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 		var fwdOut []bool // and the copies' answers for those items
 		for try := 0; len(calls) > 0; try++ {
 			mark(done[lo:], answers, Unknown)
-			replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
+			replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, wires(calls), f.repl)
 			if r := unwritten(err); r != nil {
 				replies, err = r, nil // not replicated, but nothing was written
 			}
@@ -153,26 +153,26 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 				settlePartial(err, answers, out[lo:], done[lo:])
 				return err
 			}
-			var again []scriptCall
+			var again []writeCall
 			var againAt [][]int
 			forwarded := forwardedAt{target: target, at: positions(answers, fwd), out: fwdOut}
 			target, fwd = "", nil
 			missing := false
-			for c, r := range replies {
-				if r == "?" { // nothing written
+			for c, raw := range replies {
+				r := decodeWriteReply(raw)
+				if r.missing {
 					mark(done[lo:], answers[c:c+1], NotApplied)
 					again, againAt, missing = append(again, calls[c]), append(againAt, answers[c]), true
 					continue
 				}
-				if t, ok := strings.CutPrefix(r, "!"); ok {
-					target = t
-					calls[c].args[3] = "f" // the items will be in the copies
+				if r.target != "" {
+					target = r.target
+					calls[c].create = alreadyForwarded // the items will be in the copies
 					fwd = append(fwd, len(again))
 					again, againAt = append(again, calls[c]), append(againAt, answers[c])
 					continue
 				}
-				// A '+' says that the call created its partition.
-				if err := answer(strings.TrimPrefix(r, "+"), answers[c], out[lo:]); err != nil {
+				if err := answer(r.answers, answers[c], out[lo:]); err != nil {
 					if op.opID == "" {
 						return err
 					}
@@ -199,10 +199,7 @@ func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, ou
 					// The resize switched or gave up meanwhile: the calls
 					// go again as they were, to find out which.
 					for _, c := range fwd {
-						again[c].args[3] = "0"
-						if op.create {
-							again[c].args[3] = "1"
-						}
+						again[c].create = createModeOf(op.create)
 					}
 					fwd = nil
 				} else if err != nil {
@@ -259,7 +256,7 @@ func unwritten(err error) []string {
 		return nil
 	}
 	for _, r := range pe.replies {
-		if r != "?" && !strings.HasPrefix(r, "!") {
+		if decodeWriteReply(r).wrote() {
 			return nil
 		}
 	}
@@ -274,14 +271,14 @@ func settlePartial(err error, answers [][]int, out []bool, done []Outcome) {
 	if !errors.As(err, &pe) {
 		return
 	}
-	for c, r := range pe.replies {
-		r = strings.TrimPrefix(r, "+")
+	for c, raw := range pe.replies {
+		r := decodeWriteReply(raw)
 		switch {
-		case pe.refused[c], r == "?", strings.HasPrefix(r, "!"):
+		case pe.refused[c], !r.wrote():
 			// Refused, no partition, or a resize's forward asked for:
 			// the call wrote nothing.
 			mark(done, answers[c:c+1], NotApplied)
-		case len(r) == len(answers[c]) && r != "" && answer(r, answers[c], out) == nil:
+		case len(r.answers) == len(answers[c]) && r.answers != "" && answer(r.answers, answers[c], out) == nil:
 			mark(done, answers[c:c+1], Applied)
 		}
 	}
@@ -401,25 +398,20 @@ func (f *filter) recordForwarded(ctx context.Context, op writeOp, target string,
 	rec := op
 	rec.script, rec.create, rec.batch = g.addScript(), false, digest(items, g.perCall(), len(g.parts))
 	pl := g.place(items)
-	calls, at := pack(pl, g.perCall(), make([]int, len(g.parts)), func(p, seq int, at []int) scriptCall {
-		c := g.call(rec, p, seq, items, pl, at)
-		answers := []byte{'r'}
+	calls, at := pack(pl, g.perCall(), make([]int, len(g.parts)), func(p, seq int, at []int) writeCall {
+		c := g.call(rec, p, seq, pl, at)
+		c.create = recordOnly
 		for _, pos := range at {
-			if was[pos] {
-				answers = append(answers, '1')
-			} else {
-				answers = append(answers, '0')
-			}
+			c.answers = append(c.answers, was[pos])
 		}
-		c.args[3] = string(answers)
 		return c
 	})
-	replies, err := runScripts(ctx, g.rdb, rec.script, g.fcall, calls, g.repl)
+	replies, err := runScripts(ctx, g.rdb, rec.script, g.fcall, wires(calls), g.repl)
 	if err != nil {
 		return true, fmt.Errorf("%s was resized meanwhile; the items are in the resized filter, but their operation id could not be recorded there: %w", f.name, scriptError(err))
 	}
 	for c, r := range replies {
-		if r == "?" {
+		if r == replyMissing {
 			return true, failf(ErrDamaged, "%s was resized meanwhile, and a partition of the resized filter is missing", f.name)
 		}
 		if err := answer(r, at[c], out); err != nil {
@@ -439,7 +431,7 @@ func (f *filter) recordForwarded(ctx context.Context, op writeOp, target string,
 // so that the new filter does not hold items the caller was told were not
 // added. fwd are the forwarded calls; calls[c] is for the items of chunk
 // at positions answers[c].
-func (f *filter) unforward(ctx context.Context, op writeOp, target string, chunk []string, calls []scriptCall, answers [][]int, fwd []int, err error) error {
+func (f *filter) unforward(ctx context.Context, op writeOp, target string, chunk []string, calls []writeCall, answers [][]int, fwd []int, err error) error {
 	// The caller's deadline may be what ended the calls: the undo gets
 	// its own, so that a refusal is not left in the new filter for that.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unforwardTimeout)
@@ -448,7 +440,7 @@ func (f *filter) unforward(ctx context.Context, op writeOp, target string, chunk
 	var undo []string
 	var unsure error // why a call's refusal could not be confirmed
 	for _, c := range fwd {
-		_, again := runScripts(ctx, f.rdb, op.script, f.fcall, calls[c:c+1], f.repl)
+		_, again := runScripts(ctx, f.rdb, op.script, f.fcall, wires(calls[c:c+1]), f.repl)
 		switch again = scriptError(again); {
 		case errors.Is(again, ErrFull):
 			undo = append(undo, itemsAt(chunk, answers[c])...)
@@ -510,8 +502,8 @@ const unforwardTimeout = 10 * time.Second
 // items of each partition, made by call, and the positions each answers
 // for. seq counts the calls made to each partition so far, across the
 // chunks of a batch (see call).
-func pack(pl placement, perCall int, seq []int, call func(p, seq int, at []int) scriptCall) ([]scriptCall, [][]int) {
-	var calls []scriptCall
+func pack(pl placement, perCall int, seq []int, call func(p, seq int, at []int) writeCall) ([]writeCall, [][]int) {
+	var calls []writeCall
 	var answers [][]int
 	for p, group := range pl.groups {
 		for a, z := range spans(len(group), perCall) {
@@ -539,36 +531,23 @@ func answer(r string, at []int, out []bool) error {
 // chunk, placed by pl, at positions at. It is the seq-th call of op to
 // partition p: a batch under one operation id makes one record per call,
 // and the same batch sent again makes the same calls.
-func (f *filter) call(op writeOp, p, seq int, chunk []string, pl placement, at []int) scriptCall {
-	key := f.parts[p].key
+func (f *filter) call(op writeOp, p, seq int, pl placement, at []int) writeCall {
 	rec := f.record(op.name, op.opID, p, seq, op.batch, op.keep, op.start)
-	keep := strconv.FormatInt(rec.ttl, 10)
-	var args []any
-	var keys []string
-	if cuckoo := f.h.mode == ModeCuckoo; cuckoo || !op.remove {
-		// cuckoo.lua takes add.lua's arguments for both, then the
-		// operation: for a remove only the header, the record and the
-		// items count.
-		create, head := "0", f.parts[p].head
-		if op.create {
-			create, head = "1", newIncarnation(head)
-		}
-		onlyAbsent := "0"
-		if op.absent {
-			onlyAbsent = "1"
-		}
-		args = make([]any, 0, 9+len(at)*f.h.k)
-		args = append(args, head, f.ttlMS, keep, create, f.partLimit, rec.field, rec.tag, onlyAbsent)
-		if cuckoo {
-			args = append(args, cuckooOp(op.remove))
-		}
-		keys = append([]string{key, copyKey(key)}, rec.keys...)
-	} else {
-		args = make([]any, 0, 4+len(at)*f.h.k)
-		args = append(args, f.parts[p].head, keep, rec.field, rec.tag)
-		keys = append([]string{key}, rec.keys...)
+	c := writeCall{key: f.parts[p].key, head: f.parts[p].head, ttl: f.ttlMS, rec: rec,
+		keep: strconv.FormatInt(rec.ttl, 10), create: createModeOf(op.create), limit: f.partLimit,
+		absent: op.absent, offsets: f.offsetArgs(nil, pl, at)}
+	switch {
+	case f.h.mode == ModeCuckoo && op.remove:
+		c.script = cuckooRemoveCall
+	case f.h.mode == ModeCuckoo:
+		c.script = cuckooAddCall
+	case op.remove:
+		c.script = removeCall
 	}
-	return scriptCall{keys: keys, args: f.offsetArgs(args, pl, at)}
+	if op.create {
+		c.head = newIncarnation(c.head)
+	}
+	return c
 }
 
 // newIncarnation returns head, a partition's header, with a fresh random
@@ -670,13 +649,13 @@ var errVanished = failf(ErrDamaged, "a partition vanished")
 // exists with the caller's parameters.
 func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
 	op := writeOp{name: "create", script: f.addScript(), create: mayCreate, keep: f.retryKeep}
-	calls := make([]scriptCall, len(f.parts))
+	calls := make([]writeCall, len(f.parts))
 	inc := randomIncarnation() // one for all: a rebuild repairing a lost one reuses it
 	for p := range f.parts {
-		calls[p] = f.call(op, p, 0, nil, placement{}, nil)
-		calls[p].args[0] = withIncarnation(f.parts[p].head, inc)
+		calls[p] = f.call(op, p, 0, placement{}, nil)
+		calls[p].head = withIncarnation(f.parts[p].head, inc)
 	}
-	replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, calls, f.repl)
+	replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, wires(calls), f.repl)
 	if err != nil {
 		if mayCreate {
 			// Out of memory, a lost connection, the context: the
@@ -687,7 +666,7 @@ func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
 		return err
 	}
 	for p, r := range replies {
-		if r == "?" {
+		if r == replyMissing {
 			return fmt.Errorf("%w: %s: %s", errVanished, f.name, f.parts[p].key)
 		}
 	}

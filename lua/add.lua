@@ -65,7 +65,7 @@ if f.mode == 'b' then op, zero = 'SET', 0 end -- SET returns the old bit
 local bitfield, n
 bitfield, n, err = slots(f, ARGV, FIRST_OFFSET, op, '1')
 if err then return err end
-if not exists and create ~= '1' then return '?' end
+if not exists and create ~= '1' then return REPLY_MISSING end
 -- A partition this call creates gets the incarnation of ARGV[1].
 local inc = incarnation(head or ARGV[1])
 local done, cut
@@ -135,7 +135,7 @@ end
 -- After the bound: an add refused with FULL must not reach the new filter.
 if exists and create ~= 'f' then
   local target = resizing(head, copyKey)
-  if target then return '!' .. target end
+  if target then return REPLY_FORWARD .. target end
 end
 
 if not exists then
@@ -173,6 +173,6 @@ elseif not out then -- all were added: an item was there if none of its slots wa
   end
 end
 local res = table.concat(out)
-if not exists then res = '+' .. res end
+if not exists then res = REPLY_CREATED .. res end
 remember(record, field, tag, inc, res, keep)
 return res

@@ -89,7 +89,7 @@ local b2s = {}
 
 local exists, head, err = open(key, f)
 if err then return err end
-if not exists and create ~= '1' then return '?' end
+if not exists and create ~= '1' then return REPLY_MISSING end
 local inc = incarnation(head or ARGV[1])
 local done, cut
 done, err, cut = replay(3, field, tag, inc)
@@ -109,7 +109,7 @@ end
 if exists and n == 0 then return '' end -- nothing to do, nothing to record
 if exists and op == 'a' and create ~= 'f' then
   local target = resizing(head, copyKey)
-  if target then return '!' .. target end
+  if target then return REPLY_FORWARD .. target end
 end
 
 -- alt returns the other bucket of a fingerprint in bucket b. The product
@@ -320,6 +320,6 @@ if not exists then createEmpty(key, f, ARGV[1], ttl) end
 flush(main)
 if other then flush(other) end
 local res = table.concat(out)
-if not exists then res = '+' .. res end
+if not exists then res = REPLY_CREATED .. res end
 remember(record, field, tag, inc, res, keep)
 return res

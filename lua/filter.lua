@@ -262,7 +262,7 @@ end
 -- written with ErrOpIDReused, 4 of them a second time). It writes
 -- nothing and answers '?', as for a partition that does not exist: the
 -- client sends its calls again, in order, or fails.
-local FIRST_MISSING = '?'
+local FIRST_MISSING = REPLY_MISSING
 
 -- storeRecord stores value as field's record in the hash key, which then
 -- lives at least ttl ms more: a hash of operation ids is shared by every

@@ -37,7 +37,7 @@ if err then return err end
 local bitfield, n
 bitfield, n, err = slots(f, ARGV, FIRST_OFFSET, 'INCRBY', '-1')
 if err then return err end
-if not exists then return '?' end
+if not exists then return REPLY_MISSING end
 local inc = incarnation(head)
 local done, cut
 done, err, cut = replay(2, field, tag, inc)
