@@ -77,6 +77,9 @@ type consumer struct {
 	log   *log.Logger
 	stats *stats
 	dedup dedupMode
+	// moved counts the partitions revoked from or lost by this consumer:
+	// a transaction during which it changes aborts without waiting.
+	moved atomic.Int64
 	// crash, if not nil, is called at each step of each transaction (its
 	// number, from 1); when it returns true the consumer stops there,
 	// leaving the transaction open, as a process that dies does.
@@ -102,11 +105,19 @@ func newConsumer(cfg config, name string, w *rbloom.Window, j journal, logger *l
 	if cfg.heartbeat > 0 {
 		opts = append(opts, kgo.HeartbeatInterval(cfg.heartbeat))
 	}
+	c := &consumer{name: name, cfg: cfg, w: w, j: j, log: logger, stats: st}
+	moved := func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+		for _, p := range ps {
+			c.moved.Add(int64(len(p)))
+		}
+	}
+	opts = append(opts, kgo.OnPartitionsRevoked(moved), kgo.OnPartitionsLost(moved))
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w (check -brokers)", name, err)
 	}
-	return &consumer{name: name, cfg: cfg, sess: sess, w: w, j: j, log: logger, stats: st}, nil
+	c.sess = sess
+	return c, nil
 }
 
 // run consumes until ctx is done (it then returns nil), crash stops it
@@ -146,6 +157,9 @@ func (c *consumer) run(ctx context.Context) error {
 		}
 		committed, err := c.sess.End(ctx, kgo.TransactionEndTry(commit))
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while ending: the transaction may or may not have committed, either is fine
+			}
 			return fmt.Errorf("%s: end the transaction: %w", c.name, err)
 		}
 		if committed {
@@ -183,27 +197,33 @@ func (c *consumer) transact(ctx context.Context, fs kgo.Fetches, txn int) (bool,
 	if c.crash != nil && c.crash(stepPolled, txn) {
 		return false, errCrashed
 	}
+	moved := c.moved.Load()
 	recs := map[topicPartition][]*kgo.Record{}
-	add := func(fs kgo.Fetches) {
+	add := func(fs kgo.Fetches) (ok bool) {
+		ok = true
 		fs.EachRecord(func(r *kgo.Record) {
 			tp := topicPartition{r.Topic, r.Partition}
+			if rs := recs[tp]; len(rs) > 0 && r.Offset <= rs[len(rs)-1].Offset {
+				ok = false // the client went back to the committed offset: a rebalance
+			}
 			recs[tp] = append(recs[tp], r)
 		})
+		return ok
 	}
 	add(fs)
 	mine := map[string]bool{} // batches this transaction journaled
 	var batches []batch
 	for polls := 0; ; polls++ {
-		var short bool
+		var short string
 		var err error
 		if batches, short, err = c.cut(ctx, recs, mine); err != nil {
 			return false, err
 		}
-		if !short {
+		if short == "" {
 			break
 		}
 		if polls == maxExtraPolls {
-			c.log.Printf("%s: a journaled batch did not arrive in %d polls; aborting to start over", c.name, maxExtraPolls)
+			c.log.Printf("%s: %s: the rest did not arrive in %d polls; aborting to start over", c.name, short, maxExtraPolls)
 			return false, nil
 		}
 		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -212,7 +232,12 @@ func (c *consumer) transact(ctx context.Context, fs kgo.Fetches, txn int) (bool,
 		if more.IsClientClosed() || ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		add(more)
+		if !add(more) || c.moved.Load() != moved {
+			// Partitions moved: End would abort anyway, and the rest of
+			// the batch may never come here.
+			c.log.Printf("%s: partitions moved while waiting for the rest of %s; aborting", c.name, short)
+			return false, nil
+		}
 	}
 
 	counts := map[string]*campaignCount{}
@@ -244,9 +269,9 @@ func (c *consumer) transact(ctx context.Context, fs kgo.Fetches, txn int) (bool,
 }
 
 // cut cuts each partition's records into batches, each ending where the
-// journal says: short is true when a batch journaled before ends past the
-// records polled so far.
-func (c *consumer) cut(ctx context.Context, recs map[topicPartition][]*kgo.Record, mine map[string]bool) (batches []batch, short bool, err error) {
+// journal says: short, when not "", names a batch journaled before that
+// ends past the records polled so far.
+func (c *consumer) cut(ctx context.Context, recs map[topicPartition][]*kgo.Record, mine map[string]bool) (batches []batch, short string, err error) {
 	tps := slices.SortedFunc(maps.Keys(recs), func(a, b topicPartition) int {
 		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
 	})
@@ -257,14 +282,14 @@ func (c *consumer) cut(ctx context.Context, recs map[topicPartition][]*kgo.Recor
 			proposed := rs[min(len(rs), i+c.cfg.maxBatch)-1].Offset
 			end, resumed, err := c.j.end(ctx, tp.topic, tp.partition, first, proposed)
 			if err != nil {
-				return nil, false, fmt.Errorf("%s: %w", c.name, err)
+				return nil, "", fmt.Errorf("%s: %w", c.name, err)
 			}
 			b := batch{topic: tp.topic, partition: tp.partition, first: first, end: end}
 			if !resumed {
 				mine[b.opID()] = true
 			}
 			if end > rs[len(rs)-1].Offset {
-				short = true
+				short = fmt.Sprintf("batch %s, polled up to offset %d", b.opID(), rs[len(rs)-1].Offset)
 				break
 			}
 			k := i

@@ -344,21 +344,29 @@ type group struct {
 	mu     sync.Mutex
 	errs   []error
 	deaths int
-	stops  []context.CancelFunc
+	slots  map[string]slotRun
+}
+
+// slotRun stops a slot's consumers (cancel) and tells when they stopped.
+type slotRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 func newGroup(cfg config, rdb redis.UniversalClient, win *rbloom.Window, st *stats, logger *log.Logger) *group {
-	return &group{cfg: cfg, rdb: rdb, win: win, st: st, log: logger}
+	return &group{cfg: cfg, rdb: rdb, win: win, st: st, log: logger, slots: map[string]slotRun{}}
 }
 
 // start runs the slot's consumers until ctx is done, stop is called, or
 // one fails: each dies at the next crash of plan and is replaced.
 func (g *group) start(ctx context.Context, slot string, plan []crashAt) {
 	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	g.mu.Lock()
-	g.stops = append(g.stops, cancel)
+	g.slots[slot] = slotRun{cancel: cancel, done: done}
 	g.mu.Unlock()
 	g.wg.Go(func() {
+		defer close(done)
 		j := newJournal(g.rdb, g.cfg.group, g.cfg.windowOptions.IDLifetime)
 		for gen := 0; ctx.Err() == nil; gen++ {
 			c, err := newConsumer(g.cfg, slot, g.win, j, g.log, g.st)
@@ -395,8 +403,8 @@ func (g *group) fail(err error) {
 // stop stops every consumer and waits for them.
 func (g *group) stop() {
 	g.mu.Lock()
-	for _, cancel := range g.stops {
-		cancel()
+	for _, s := range g.slots {
+		s.cancel()
 	}
 	g.mu.Unlock()
 	g.wg.Wait()
@@ -414,4 +422,14 @@ func (g *group) crashed() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.deaths
+}
+
+// stopSlot stops the consumer of slot, which leaves the group, and waits
+// for it.
+func (g *group) stopSlot(slot string) {
+	g.mu.Lock()
+	cancel, done := g.slots[slot].cancel, g.slots[slot].done
+	g.mu.Unlock()
+	cancel()
+	<-done
 }
