@@ -308,9 +308,9 @@ func (c *consumer) cut(ctx context.Context, recs map[topicPartition][]*kgo.Recor
 // transaction found new, and their ids (for the audit; a production
 // consumer would send the count alone).
 type campaignCount struct {
-	Campaign string   `json:"campaign"`
-	New      int      `json:"new"`
-	Events   []string `json:"events"`
+	Campaign string   `json:"campaign"` // the campaign
+	New      int      `json:"new"`      // its clicks the transaction found new
+	Events   []string `json:"events"`   // their ids
 }
 
 // runBatch dedups one batch and adds its new clicks to counts.

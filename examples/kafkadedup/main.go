@@ -235,7 +235,8 @@ func demo(ctx context.Context, args []string, w *os.File) (bool, error) {
 	}
 	fmt.Fprintf(w, "counted in %.1fs by %d consumers (%d died mid-transaction and were replaced): %s\n",
 		time.Since(start).Seconds(), f.consumers, g.crashed(), st)
-	fmt.Fprintf(w, "written: %d records, %d distinct clicks (%d duplicates)\n", records, len(truth), records-int64(len(truth)))
+	fmt.Fprintf(w, "written: %d records: %d distinct clicks, %d written again by the producer, %d by produce requests retried after a timeout\n",
+		records, len(truth), len(written)-len(truth), records-int64(len(written)))
 	fmt.Fprintf(w, "counted: %d clicks in %d committed output records\n", counted, out.records)
 	want := map[string]int{}
 	for _, e := range truth {
