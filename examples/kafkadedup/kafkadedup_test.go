@@ -24,7 +24,7 @@ func TestExactlyOnce(t *testing.T) {
 
 	// consumer-0 alone, dying three times: after its window calls
 	// (twice) and after producing the counts, never committing.
-	g.start(t.Context(), "consumer-0", []crashAt{{stepDeduped, 2}, {stepProduced, 1}, {stepDeduped, 1}})
+	g.start(t.Context(), "consumer-0", []crashAt{{step: stepDeduped, txn: 2}, {step: stepProduced, txn: 1}, {step: stepDeduped, txn: 1}})
 	e.produce(t, written[:1200])
 	// consumer-1 joins: a rebalance.
 	g.start(t.Context(), "consumer-1", nil)
@@ -32,7 +32,7 @@ func TestExactlyOnce(t *testing.T) {
 	e.produce(t, written[1200:2000])
 	// consumer-2 joins, and dies after the window in its first
 	// transaction; consumer-1 leaves: more rebalances.
-	g.start(t.Context(), "consumer-2", []crashAt{{stepDeduped, 1}})
+	g.start(t.Context(), "consumer-2", []crashAt{{step: stepDeduped, txn: 1}})
 	e.waitMembers(t, 3)
 	e.produce(t, written[2000:])
 	g.stopSlot("consumer-1")
@@ -82,7 +82,7 @@ func TestAuditCatchesBrokenConsumers(t *testing.T) {
 			written := generate(600, 0.2, 11)
 			e.produce(t, written)
 			g := e.group(t, c.mode)
-			g.start(t.Context(), "consumer-0", []crashAt{{stepDeduped, 1}, {stepDeduped, 2}})
+			g.start(t.Context(), "consumer-0", []crashAt{{step: stepDeduped, txn: 1}, {step: stepDeduped, txn: 2}})
 			out := e.drain(t, g)
 			problems := check(distinct(written), out)
 			t.Logf("%d crashes; %s; problems: %d", g.crashed(), e.st, len(problems))
@@ -94,6 +94,34 @@ func TestAuditCatchesBrokenConsumers(t *testing.T) {
 				t.Errorf("check found %q, want a problem %q", problems, c.want)
 			}
 		})
+	}
+}
+
+// TestBatchRunAgainAsCut kills a consumer after its window calls on the
+// first clicks of the topic, and writes more clicks before it dies: the
+// fresh consumer polls more records of each partition than the dead one
+// had, and must still run the dead one's batches as they were cut, under
+// the same ids, to get the window's first answers. Cut anew, a batch would
+// have another id, and the clicks the dead consumer added would answer
+// "seen".
+func TestBatchRunAgainAsCut(t *testing.T) {
+	e := newEnv(t, 400)
+	written := generate(400, 0, 13)
+	e.produce(t, written[:100])
+	g := e.group(t, dedupOnce)
+	more := func() {
+		if err := produce(t.Context(), e.cfg, written[100:]); err != nil {
+			t.Error(err)
+		}
+	}
+	g.start(t.Context(), "consumer-0", []crashAt{{step: stepDeduped, txn: 1, before: more}})
+	out := e.drain(t, g)
+	t.Logf("%d crashes; %s", g.crashed(), e.st)
+	for _, p := range check(distinct(written), out) {
+		t.Error(p)
+	}
+	if g.crashed() != 1 || e.st.resumed.Load() == 0 {
+		t.Errorf("%d crashes, %d batches run again from the journal: want 1 and some", g.crashed(), e.st.resumed.Load())
 	}
 }
 

@@ -325,10 +325,12 @@ func connectRedis(ctx context.Context, url string) (redis.UniversalClient, func(
 	return rdb, func() { rdb.Close(); m.Close() }, nil
 }
 
-// crashAt is a planned death: at step of the consumer's txn-th transaction.
+// crashAt is a planned death: at step of the consumer's txn-th
+// transaction, after calling before if it is not nil.
 type crashAt struct {
-	step string
-	txn  int
+	step   string
+	txn    int
+	before func()
 }
 
 // group runs the consumers of one slot each, replacing one that dies at
@@ -378,7 +380,15 @@ func (g *group) start(ctx context.Context, slot string, plan []crashAt) {
 			c.dedup = g.dedup
 			if gen < len(plan) {
 				at := plan[gen]
-				c.crash = func(step string, txn int) bool { return step == at.step && txn == at.txn }
+				c.crash = func(step string, txn int) bool {
+					if step != at.step || txn != at.txn {
+						return false
+					}
+					if at.before != nil {
+						at.before()
+					}
+					return true
+				}
 			}
 			err = c.run(ctx)
 			if !errors.Is(err, errCrashed) {
