@@ -125,7 +125,7 @@ func newConsumer(cfg config, name string, w *rbloom.Window, j journal, logger *l
 // when it returns: the consumer leaves the group.
 func (c *consumer) run(ctx context.Context) error {
 	defer c.sess.Close()
-	for txn := 1; ; txn++ {
+	for txn := 0; ; {
 		fs := c.sess.PollRecords(ctx, 10*c.cfg.maxBatch)
 		if fs.IsClientClosed() || ctx.Err() != nil {
 			return nil
@@ -136,6 +136,7 @@ func (c *consumer) run(ctx context.Context) error {
 		if fs.NumRecords() == 0 {
 			continue
 		}
+		txn++
 		if err := c.sess.Begin(); err != nil {
 			return fmt.Errorf("%s: begin a transaction: %w", c.name, err)
 		}
