@@ -398,9 +398,9 @@ func TestInfoGauges(t *testing.T) {
 		t.Errorf("gauges reported after Unregister: %v", ms["rbloom.filter.items"])
 	}
 
-	// With interval 0, each collection reads Info: past its capacity,
-	// the filter is overfull; a partition deleted, it is damaged; all
-	// deleted, it does not exist.
+	// With interval 0, each collection reads Info: a partition deleted,
+	// the filter is damaged; all deleted, it does not exist; past its
+	// capacity, a filter is overfull.
 	if _, err := s.obs.ObserveInfo(f, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -408,18 +408,6 @@ func TestInfoGauges(t *testing.T) {
 	if got := gauge(ms, "rbloom.filter.items"); got != 5 {
 		t.Errorf("items = %v, want 5", got)
 	}
-	var many []string
-	for i := range 1100 {
-		many = append(many, fmt.Sprint("item", i))
-	}
-	if _, err := f.AddMany(ctx, many); err != nil {
-		t.Fatal(err)
-	}
-	ms, _ = s.collect(t)
-	if got, fill := gauge(ms, "rbloom.filter.overfull"), gauge(ms, "rbloom.filter.fill"); got != 1 || math.Abs(fill-1.105) > 1e-9 {
-		t.Errorf("overfull = %v, fill %v; want 1, 1.105", got, fill)
-	}
-	in, _ = f.Info(ctx)
 	if err := s.rdb.Del(ctx, in.Partitions[1].Key).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -433,6 +421,27 @@ func TestInfoGauges(t *testing.T) {
 	ms, _ = s.collect(t)
 	if got, damaged := gauge(ms, "rbloom.filter.exists"), gauge(ms, "rbloom.filter.damaged"); got != 0 || damaged != 0 {
 		t.Errorf("exists = %v, damaged %v after Drop; want 0, 0", got, damaged)
+	}
+	small, _ := rbloom.NewCounting(s.rdb, "small", rbloom.Options{Capacity: 100})
+	if err := small.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var many []string
+	for i := range 110 {
+		many = append(many, fmt.Sprint("item", i))
+	}
+	if _, err := small.AddMany(ctx, many); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.obs.ObserveInfo(small, 0); err != nil {
+		t.Fatal(err)
+	}
+	ms, _ = s.collect(t)
+	sm := "rbloom.filter=small,service.role=test"
+	overfull, fill, damaged := value(t, ms, "rbloom.filter.overfull", sm).value, value(t, ms, "rbloom.filter.fill", sm).value,
+		value(t, ms, "rbloom.filter.damaged", sm).value
+	if overfull != 1 || math.Abs(fill-1.1) > 1e-9 || damaged != 0 {
+		t.Errorf("small: overfull = %v, fill %v, damaged %v; want 1, 1.1, 0", overfull, fill, damaged)
 	}
 
 	// A cuckoo filter reports its load.
