@@ -537,4 +537,19 @@ func TestPrometheusNames(t *testing.T) {
 	if strings.Join(names, "\n") != strings.Join(want, "\n") {
 		t.Errorf("Prometheus metrics:\n%s\nwant:\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
 	}
+	// The labels of the error: the attributes, with _ for the dots.
+	for _, f := range families {
+		if f.GetName() != "rbloom_errors_total" {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for k, v := range map[string]string{"error_type": "not_found", "rbloom_filter": "users", "rbloom_method": "TestMany", "rbloom_type": "Cuckoo"} {
+			if labels[k] != v {
+				t.Errorf("rbloom_errors_total label %s = %q, want %q (labels %v)", k, labels[k], v, labels)
+			}
+		}
+	}
 }
