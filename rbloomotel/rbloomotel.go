@@ -159,7 +159,9 @@ type untracedKey struct{}
 // and returns the context that holds it.
 func (o *Observer) Start(ctx context.Context, c rbloom.Call) context.Context {
 	if ctx.Value(untracedKey{}) != nil {
-		return ctx
+		// No span, and none for End to end: not a span of an rbloom
+		// call the context may come from.
+		return context.WithValue(ctx, spanKey{}, nil)
 	}
 	opts := append(o.spanOpts[:len(o.spanOpts):len(o.spanOpts)], trace.WithTimestamp(c.Start),
 		trace.WithAttributes(semconv.DBOperation(c.Method), TypeKey.String(c.Type),

@@ -553,3 +553,27 @@ func TestPrometheusNames(t *testing.T) {
 		}
 	}
 }
+
+// TestInfoInsideCall: an Info of ObserveInfo whose collection runs in the
+// context of an rbloom call makes no span, and leaves the call's open.
+func TestInfoInsideCall(t *testing.T) {
+	s := newSetup(t)
+	f, _ := rbloom.NewCounting(s.rdb, "users", rbloom.Options{Capacity: 1000, Observer: s.obs})
+	if _, err := s.obs.ObserveInfo(f, 0); err != nil {
+		t.Fatal(err)
+	}
+	call := rbloom.Call{Type: "Counting", Method: "TestMany", Filter: "users", Items: 1, Start: time.Now()}
+	inCall := s.obs.Start(ctx, call)
+	var rm metricdata.ResourceMetrics
+	if err := s.reader.Collect(inCall, &rm); err != nil {
+		t.Fatal(err)
+	}
+	if ended := s.spans.Ended(); len(ended) != 0 {
+		t.Fatalf("spans ended by a collection: %d, first %s; want none", len(ended), ended[0].Name())
+	}
+	call.Duration = time.Millisecond
+	s.obs.End(inCall, call)
+	if ended := s.spans.Ended(); len(ended) != 1 || ended[0].Name() != "rbloom.Counting.TestMany" {
+		t.Fatalf("%d spans ended, want the call's", len(ended))
+	}
+}
