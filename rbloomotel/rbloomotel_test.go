@@ -577,3 +577,49 @@ func TestInfoInsideCall(t *testing.T) {
 		t.Fatalf("%d spans ended, want the call's", len(ended))
 	}
 }
+
+// TestConcurrent: calls and collections at once (run with -race): every
+// call counts once.
+func TestConcurrent(t *testing.T) {
+	s := newSetup(t)
+	f, _ := rbloom.NewCounting(s.rdb, "users", rbloom.Options{Capacity: 1000, Observer: s.obs})
+	if err := f.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.obs.ObserveInfo(f, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				if _, err := f.TestOrAdd(ctx, fmt.Sprint(g, "-", i)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		wg.Go(func() {
+			for range 5 {
+				var rm metricdata.ResourceMetrics
+				if err := s.reader.Collect(ctx, &rm); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(5 * time.Millisecond) // past the interval: the next collection reads Info
+	ms, err := s.collect(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, ms, "rbloom.calls", callAttrs("Counting", "TestOrAddMany", "users", "ok")).value; got != 160 {
+		t.Errorf("TestOrAddMany calls = %v, want 160", got)
+	}
+	if got := value(t, ms, "rbloom.filter.items", "rbloom.filter=users,service.role=test").value; got != 160 {
+		t.Errorf("items = %v, want 160", got)
+	}
+	if n := len(s.spans.Ended()); n != 161 {
+		t.Errorf("%d spans, want 161 (Create, 160 TestOrAddMany)", n)
+	}
+}
