@@ -8,8 +8,8 @@ import (
 )
 
 // Observer sees the calls of a handle made with it (Options.Observer,
-// WindowOptions.Observer): each call of a method that talks to Redis,
-// with its method, filter, number of items, duration and error. It is
+// WindowOptions.Observer): each call of its methods but Name, with its
+// method, filter, number of items, duration and error. It is
 // how metrics and traces are taken without rbloom depending on a
 // telemetry library: the module github.com/rbloom/rbloom/rbloomotel
 // gives one for OpenTelemetry.

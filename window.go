@@ -649,6 +649,7 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 	})
 }
 
+// testMany is TestMany, unobserved.
 func (w *Window) testMany(ctx context.Context, events []string) ([]bool, error) {
 	out := make([]bool, len(events))
 	for lo, hi := range spans(len(events), maxRoundTripSlots/w.f.h.k) {
@@ -990,6 +991,7 @@ func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 	return observe(ctx, w.f.obs, w.callOf("Info", 0), w.info)
 }
 
+// info is Info, unobserved.
 func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 	f := w.f
 	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
@@ -1081,6 +1083,7 @@ func (w *Window) Drop(ctx context.Context) error {
 	return observeErr(ctx, w.f.obs, w.callOf("Drop", 0), w.drop)
 }
 
+// drop is Drop, unobserved.
 func (w *Window) drop(ctx context.Context) error {
 	del := func(parts ...string) error {
 		pipe := w.f.rdb.Pipeline()
