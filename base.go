@@ -16,7 +16,9 @@ type base struct{ f *filter }
 // applied, or unknown. On a filter that does not exist it fails with
 // ErrNotFound and adds nothing (see Options.Source and CreateOnWrite).
 func (b *base) AddMany(ctx context.Context, items []string) ([]bool, error) {
-	return followWrite(ctx, b, items, func(f *filter, items []string) ([]bool, error) { return f.add(ctx, items) })
+	return observe(ctx, b.f.obs, b.callOf("AddMany", len(items)), func(ctx context.Context) ([]bool, error) {
+		return followWrite(ctx, b, items, func(f *filter, items []string) ([]bool, error) { return f.add(ctx, items) })
+	})
 }
 
 // Add is AddMany of one item.
@@ -36,7 +38,9 @@ func (b *base) Add(ctx context.Context, item string) (bool, error) {
 // batch applied a call; calls to partitions the first batch did not reach
 // may have been applied. Ids of adds and removes are apart.
 func (b *base) AddManyOnce(ctx context.Context, items []string, opID string) ([]bool, error) {
-	return followOnce(ctx, b, func(f *filter) ([]bool, error) { return f.writeOnce(ctx, f.addOp(), items, opID) })
+	return observe(ctx, b.f.obs, b.callOf("AddManyOnce", len(items)), func(ctx context.Context) ([]bool, error) {
+		return followOnce(ctx, b, func(f *filter) ([]bool, error) { return f.writeOnce(ctx, f.addOp(), items, opID) })
+	})
 }
 
 // AddOnce is AddManyOnce of one item: used again within IDLifetime for
@@ -54,7 +58,9 @@ func (b *base) AddOnce(ctx context.Context, item, opID string) (bool, error) {
 // events it answers true for. An item answered true was not added by this
 // call, so it is not the caller's to Remove later on that call's account.
 func (b *base) TestOrAddMany(ctx context.Context, items []string) ([]bool, error) {
-	return followWrite(ctx, b, items, func(f *filter, items []string) ([]bool, error) { return f.testOrAdd(ctx, items) })
+	return observe(ctx, b.f.obs, b.callOf("TestOrAddMany", len(items)), func(ctx context.Context) ([]bool, error) {
+		return followWrite(ctx, b, items, func(f *filter, items []string) ([]bool, error) { return f.testOrAdd(ctx, items) })
+	})
 }
 
 // TestOrAdd is TestOrAddMany of one item.
@@ -65,7 +71,9 @@ func (b *base) TestOrAdd(ctx context.Context, item string) (bool, error) {
 // TestMany reports, for each item, whether it may be present: false means
 // definitely absent. It never writes.
 func (b *base) TestMany(ctx context.Context, items []string) ([]bool, error) {
-	return followRead(ctx, b, func(f *filter) ([]bool, error) { return f.test(ctx, items) })
+	return observe(ctx, b.f.obs, b.callOf("TestMany", len(items)), func(ctx context.Context) ([]bool, error) {
+		return followRead(ctx, b, func(f *filter) ([]bool, error) { return f.test(ctx, items) })
+	})
 }
 
 // Test is TestMany of one item.
@@ -85,11 +93,13 @@ func (b *base) Test(ctx context.Context, item string) (bool, error) {
 // a filter from a source that holds items, and to restore a lost one, use
 // Rebuild (or Options.Source).
 func (b *base) Create(ctx context.Context) error {
-	f := b.f.current()
-	if err := f.checkServer(ctx); err != nil {
-		return callError("create", err)
-	}
-	return f.create(ctx)
+	return observeErr(ctx, b.f.obs, b.callOf("Create", 0), func(ctx context.Context) error {
+		f := b.f.current()
+		if err := f.checkServer(ctx); err != nil {
+			return callError("create", err)
+		}
+		return f.create(ctx)
+	})
 }
 
 // Rebuild refills the filter from its source of truth without stopping it,
@@ -129,7 +139,9 @@ func (b *base) Create(ctx context.Context) error {
 // stalled), the partitions not yet switched keep their old counters. With
 // Options.WaitReplicas, every step waits for the replicas.
 func (b *base) Rebuild(ctx context.Context, fill func(add func(items []string) error) error) error {
-	return callError("rebuild", b.f.current().rebuild(ctx, fill))
+	return observeErr(ctx, b.f.obs, b.callOf("Rebuild", 0), func(ctx context.Context) error {
+		return callError("rebuild", b.f.current().rebuild(ctx, fill))
+	})
 }
 
 // Info reads the filter's parameters, fill and health from Redis. It
@@ -139,14 +151,20 @@ func (b *base) Rebuild(ctx context.Context, fill func(add func(items []string) e
 // something else is reported in Info.Damaged and Info.Partitions, not as
 // an error, unless nothing of the filter is sound.
 func (b *base) Info(ctx context.Context) (*Info, error) {
-	return followRead(ctx, b, func(f *filter) (*Info, error) { return f.info(ctx) })
+	return observe(ctx, b.f.obs, b.callOf("Info", 0), func(ctx context.Context) (*Info, error) {
+		return followRead(ctx, b, func(f *filter) (*Info, error) { return f.info(ctx) })
+	})
 }
 
 // Drop deletes the filter from Redis, with a rebuild's copies and leases.
 // Calls then fail with ErrNotFound until Create or Rebuild makes it
 // again, as a new filter: the operation ids of the dropped one are not
 // replayed on it.
-func (b *base) Drop(ctx context.Context) error { return callError("drop", b.f.current().drop(ctx)) }
+func (b *base) Drop(ctx context.Context) error {
+	return observeErr(ctx, b.f.obs, b.callOf("Drop", 0), func(ctx context.Context) error {
+		return callError("drop", b.f.current().drop(ctx))
+	})
+}
 
 // Name returns the filter's name.
 func (b *base) Name() string { return b.f.name }

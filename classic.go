@@ -31,28 +31,34 @@ var errNoRemove = fmt.Errorf("a classic filter cannot remove (rebuild it from it
 // nothing: a bit may be shared by other items, so clearing it could make
 // them test absent.
 func (c *Classic) RemoveMany(ctx context.Context, items []string) ([]bool, error) {
-	return nil, callError("remove", errNoRemove)
+	return observe(ctx, c.f.obs, c.callOf("RemoveMany", len(items)), func(context.Context) ([]bool, error) {
+		return nil, callError("remove", errNoRemove)
+	})
 }
 
 // Remove fails as RemoveMany does.
 func (c *Classic) Remove(ctx context.Context, item string) (bool, error) {
-	return false, callError("remove", errNoRemove)
+	return first(c.RemoveMany(ctx, []string{item}))
 }
 
 // RemoveManyOnce fails as RemoveMany does.
 func (c *Classic) RemoveManyOnce(ctx context.Context, items []string, opID string) ([]bool, error) {
-	return nil, callError("remove", errNoRemove)
+	return observe(ctx, c.f.obs, c.callOf("RemoveManyOnce", len(items)), func(context.Context) ([]bool, error) {
+		return nil, callError("remove", errNoRemove)
+	})
 }
 
 // RemoveOnce fails as RemoveMany does.
 func (c *Classic) RemoveOnce(ctx context.Context, item, opID string) (bool, error) {
-	return false, callError("remove", errNoRemove)
+	return first(c.RemoveManyOnce(ctx, []string{item}, opID))
 }
 
 // CountMany returns for each item 1 when all its k bits are set (it may
 // be present), 0 when it is definitely absent.
 func (c *Classic) CountMany(ctx context.Context, items []string) ([]int, error) {
-	return followRead(ctx, &c.base, func(f *filter) ([]int, error) { return f.count(ctx, items) })
+	return observe(ctx, c.f.obs, c.callOf("CountMany", len(items)), func(ctx context.Context) ([]int, error) {
+		return followRead(ctx, &c.base, func(f *filter) ([]int, error) { return f.count(ctx, items) })
+	})
 }
 
 // Count is CountMany of one item.

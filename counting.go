@@ -69,7 +69,9 @@ func NewCounting(rdb Client, name string, o Options) (*Counting, error) {
 // saturated counter (15) is left as it is. Remove only
 // items that were added: see the package documentation.
 func (c *Counting) RemoveMany(ctx context.Context, items []string) ([]bool, error) {
-	return followWrite(ctx, &c.base, items, func(f *filter, items []string) ([]bool, error) { return f.remove(ctx, items) })
+	return observe(ctx, c.f.obs, c.callOf("RemoveMany", len(items)), func(ctx context.Context) ([]bool, error) {
+		return followWrite(ctx, &c.base, items, func(f *filter, items []string) ([]bool, error) { return f.remove(ctx, items) })
+	})
 }
 
 // Remove is RemoveMany of one item.
@@ -84,7 +86,9 @@ func (c *Counting) Remove(ctx context.Context, item string) (bool, error) {
 // nothing was removed. Used again for other items, it fails with
 // ErrOpIDReused.
 func (c *Counting) RemoveManyOnce(ctx context.Context, items []string, opID string) ([]bool, error) {
-	return followOnce(ctx, &c.base, func(f *filter) ([]bool, error) { return f.writeOnce(ctx, f.removeOp(), items, opID) })
+	return observe(ctx, c.f.obs, c.callOf("RemoveManyOnce", len(items)), func(ctx context.Context) ([]bool, error) {
+		return followOnce(ctx, &c.base, func(f *filter) ([]bool, error) { return f.writeOnce(ctx, f.removeOp(), items, opID) })
+	})
 }
 
 // RemoveOnce is RemoveManyOnce of one item.
@@ -96,7 +100,9 @@ func (c *Counting) RemoveOnce(ctx context.Context, item, opID string) (bool, err
 // 15: an upper bound on how many times it was added and not removed (15
 // means 15 or more, or unknown).
 func (c *Counting) CountMany(ctx context.Context, items []string) ([]int, error) {
-	return followRead(ctx, &c.base, func(f *filter) ([]int, error) { return f.count(ctx, items) })
+	return observe(ctx, c.f.obs, c.callOf("CountMany", len(items)), func(ctx context.Context) ([]int, error) {
+		return followRead(ctx, &c.base, func(f *filter) ([]int, error) { return f.count(ctx, items) })
+	})
 }
 
 // Count is CountMany of one item.

@@ -102,7 +102,9 @@ func OpenCuckoo(ctx context.Context, rdb Client, name string, o Options) (*Cucko
 // error, some items may have been removed. Remove only items that were
 // added: see Cuckoo.
 func (c *Cuckoo) RemoveMany(ctx context.Context, items []string) ([]bool, error) {
-	return followWrite(ctx, &c.base, items, func(f *filter, items []string) ([]bool, error) { return f.remove(ctx, items) })
+	return observe(ctx, c.f.obs, c.callOf("RemoveMany", len(items)), func(ctx context.Context) ([]bool, error) {
+		return followWrite(ctx, &c.base, items, func(f *filter, items []string) ([]bool, error) { return f.remove(ctx, items) })
+	})
 }
 
 // Remove is RemoveMany of one item.
@@ -113,7 +115,9 @@ func (c *Cuckoo) Remove(ctx context.Context, item string) (bool, error) {
 // RemoveManyOnce is RemoveMany, applied at most once per opID, as
 // Counting.RemoveManyOnce is.
 func (c *Cuckoo) RemoveManyOnce(ctx context.Context, items []string, opID string) ([]bool, error) {
-	return followOnce(ctx, &c.base, func(f *filter) ([]bool, error) { return f.writeOnce(ctx, f.removeOp(), items, opID) })
+	return observe(ctx, c.f.obs, c.callOf("RemoveManyOnce", len(items)), func(ctx context.Context) ([]bool, error) {
+		return followOnce(ctx, &c.base, func(f *filter) ([]bool, error) { return f.writeOnce(ctx, f.removeOp(), items, opID) })
+	})
 }
 
 // RemoveOnce is RemoveManyOnce of one item.
@@ -126,7 +130,9 @@ func (c *Cuckoo) RemoveOnce(ctx context.Context, item, opID string) (bool, error
 // it was added and not removed (other items may share the fingerprint). An
 // item in a partition that vanished reads 15: unknown.
 func (c *Cuckoo) CountMany(ctx context.Context, items []string) ([]int, error) {
-	return followRead(ctx, &c.base, func(f *filter) ([]int, error) { return f.count(ctx, items) })
+	return observe(ctx, c.f.obs, c.callOf("CountMany", len(items)), func(ctx context.Context) ([]int, error) {
+		return followRead(ctx, &c.base, func(f *filter) ([]int, error) { return f.count(ctx, items) })
+	})
 }
 
 // Count is CountMany of one item.

@@ -85,6 +85,7 @@ type filter struct {
 	retryKeep  time.Duration    // how long a call's random record is kept (retryKeep)
 	bucketType any              // a cuckoo filter's "u<4f>", boxed once
 	blocked    bool             // a window's slots in blocks (blocks.go)
+	obs        Observer         // sees the handle's calls (Options.Observer); nil for none
 }
 
 // part is one partition: its key and the header the scripts expect there.
@@ -124,7 +125,7 @@ func (o Options) handle(rdb Client, name string, h header) (*filter, error) {
 	}
 	f := &filter{rdb: rdb, name: name, prefix: cmp.Or(o.KeyPrefix, DefaultKeyPrefix), maxItems: o.MaxItems,
 		ttl: o.TTL, ttlMS: strconv.FormatInt(o.TTL.Milliseconds(), 10), onWrite: o.CreateOnWrite,
-		fcall: o.UseFunctions, now: time.Now, retryKeep: retryKeep(rdb)}
+		fcall: o.UseFunctions, now: time.Now, retryKeep: retryKeep(rdb), obs: o.Observer}
 	f.follow = &follower{}
 	if o.Source != nil {
 		f.loader = &loader{source: o.Source}

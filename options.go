@@ -142,6 +142,13 @@ type Options struct {
 	// changes nothing; it never falls back to EVAL. Reads are the same
 	// either way. Default false: scripts.
 	UseFunctions bool
+
+	// Observer, when set, sees each call of the handle's methods: its
+	// method, filter, items, duration and error, with the context it runs
+	// with (see Observer). It belongs to this handle (the handle a
+	// Resize returns has the resized one's). Default nil: nothing is
+	// observed, at no cost.
+	Observer Observer
 }
 
 // checkHandle validates the fields of o that belong to one handle.

@@ -90,6 +90,10 @@ type WindowOptions struct {
 	UseFunctions bool
 	WaitReplicas int
 	WaitTimeout  time.Duration
+
+	// Observer is as in Options: it sees each call of the window's
+	// methods, with the Type "Window".
+	Observer Observer
 }
 
 // NewWindow returns the window called name in the Redis that rdb reaches.
@@ -143,7 +147,7 @@ func newWindow(rdb Client, name string, o WindowOptions) (*Window, error) {
 	}
 	fo := Options{Capacity: o.EventsPerBucket, ErrorRate: perGen, Slots: need, Hashes: k, Partitions: parts,
 		KeyPrefix: o.KeyPrefix, IDLifetime: o.IDLifetime, UseFunctions: o.UseFunctions,
-		WaitReplicas: o.WaitReplicas, WaitTimeout: o.WaitTimeout}
+		WaitReplicas: o.WaitReplicas, WaitTimeout: o.WaitTimeout, Observer: o.Observer}
 	h, err := fo.resolve(ModeClassic)
 	if err != nil {
 		return nil, err
@@ -227,17 +231,21 @@ func (w *Window) TestOrAdd(ctx context.Context, event string) (bool, error) {
 // TestOrAddMany is TestOrAdd for each event in order, each seeing the equal
 // ones before it: of two equal events in one batch the second answers true.
 func (w *Window) TestOrAddMany(ctx context.Context, events []string) ([]bool, error) {
-	return w.testOrAdd(ctx, events, "")
+	return observe(ctx, w.f.obs, w.callOf("TestOrAddMany", len(events)), func(ctx context.Context) ([]bool, error) {
+		return w.testOrAdd(ctx, events, "")
+	})
 }
 
 // TestOrAddManyOnce is TestOrAddMany applied at most once per opID
 // within IDLifetime, as Counting.AddManyOnce: a consumer that replays a
 // batch gets its first decisions, and adds nothing.
 func (w *Window) TestOrAddManyOnce(ctx context.Context, events []string, opID string) ([]bool, error) {
-	if opID == "" || len(opID) > 256 {
-		return nil, callError("window", failf(ErrInvalidOptions, "operation id %q: want 1 to 256 bytes", opID))
-	}
-	return w.testOrAdd(ctx, events, opID)
+	return observe(ctx, w.f.obs, w.callOf("TestOrAddManyOnce", len(events)), func(ctx context.Context) ([]bool, error) {
+		if opID == "" || len(opID) > 256 {
+			return nil, callError("window", failf(ErrInvalidOptions, "operation id %q: want 1 to 256 bytes", opID))
+		}
+		return w.testOrAdd(ctx, events, opID)
+	})
 }
 
 // maxWindowWords bounds the slot words one window call takes: 15 events at
@@ -636,6 +644,13 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 // first preReadWords words of every event, then the others only of the
 // events those leave in doubt (preRead, the reads before TestOrAdd's calls).
 func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) {
+	return observe(ctx, w.f.obs, w.callOf("TestMany", len(events)), func(ctx context.Context) ([]bool, error) {
+		return w.testMany(ctx, events)
+	})
+}
+
+// testMany is TestMany, unobserved.
+func (w *Window) testMany(ctx context.Context, events []string) ([]bool, error) {
 	out := make([]bool, len(events))
 	for lo, hi := range spans(len(events), maxRoundTripSlots/w.f.h.k) {
 		found, _, err := w.preRead(ctx, w.place(events[lo:hi]), nil)
@@ -973,6 +988,11 @@ type GenerationInfo struct {
 
 // Info reads the window's state, in one transaction per partition.
 func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
+	return observe(ctx, w.f.obs, w.callOf("Info", 0), w.info)
+}
+
+// info is Info, unobserved.
+func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 	f := w.f
 	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
 	reads := make([]ringRead, len(f.parts))
@@ -1060,6 +1080,11 @@ func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 // whole. (Rings it left would outlive the
 // root's settings and make the window made again ErrDamaged, rootLost.)
 func (w *Window) Drop(ctx context.Context) error {
+	return observeErr(ctx, w.f.obs, w.callOf("Drop", 0), w.drop)
+}
+
+// drop is Drop, unobserved.
+func (w *Window) drop(ctx context.Context) error {
 	del := func(parts ...string) error {
 		pipe := w.f.rdb.Pipeline()
 		for _, part := range parts {
