@@ -71,15 +71,14 @@ func (f *filter) followed(ctx context.Context, err error) *filter {
 		return nil
 	}
 	pipe := f.rdb.Pipeline()
-	rec := pipe.HGet(ctx, resizedKey(f.prefix, f.name), f.identity())
+	rec := pipe.HGetAll(ctx, resizedKey(f.prefix, f.name))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil
 	}
-	h, err := parseHeader(rec.Val())
-	if err != nil || h.mode != f.h.mode {
+	g := f.lastResize(rec.Val())
+	if g == nil {
 		return nil
 	}
-	g := f.withHeader(h)
 	root := g.parts[shareOf(keySlot(f.name), len(g.parts))]
 	// Retired partitions go before the copies are renamed in: wait, a
 	// moment, for the switch.
@@ -100,6 +99,23 @@ func (f *filter) followed(ctx context.Context, err error) *filter {
 		}
 	}
 	return nil
+}
+
+// lastResize returns the handle of the filter that f's was resized into,
+// following resizes made one after the other, as records (the resize
+// record hash, field by identity) say; nil when none of f is recorded.
+func (f *filter) lastResize(records map[string]string) *filter {
+	var g *filter
+	for id := f.identity(); len(records) > 0; {
+		h, err := parseHeader(records[id])
+		if err != nil || h.mode != f.h.mode {
+			break
+		}
+		delete(records, id) // a record never leads back: each is followed once
+		g = f.withHeader(h)
+		id = g.identity()
+	}
+	return g
 }
 
 // followRead runs read on the handle's filter, and again on the filter it

@@ -269,3 +269,35 @@ func TestOnceFollowsResize(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowTwoResizes: a handle two resizes behind (A, then B, then C)
+// follows both, for reads and writes, and so does the handle Resize was
+// first called on.
+func TestFollowTwoResizes(t *testing.T) {
+	rdb := realRedis(t)
+	sizes := []Options{{Capacity: 1000, Partitions: 1}, {Capacity: 3000, Partitions: 3}, {Capacity: 5000, Partitions: 2}}
+	a := newCounting(t, rdb, "two-resizes", sizes[0])
+	if err := a.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	items := events("x-", 50)
+	must(a.AddMany(ctx, items)).on(t)
+	stale := newCounting(t, rdb, "two-resizes", sizes[0])
+	fill := func(add func([]string) error) error { return add(items) }
+	b := must(a.Resize(ctx, sizes[1], fill)).on(t)
+	must(b.Resize(ctx, sizes[2], fill)).on(t)
+	for _, h := range []*Counting{stale, a} {
+		got, err := h.TestMany(ctx, items)
+		if err != nil {
+			t.Fatalf("TestMany through a handle two resizes behind: %v", err)
+		}
+		for i, ok := range got {
+			if !ok {
+				t.Fatalf("%s tests absent", items[i])
+			}
+		}
+		if _, err := h.Add(ctx, "late"); err != nil {
+			t.Fatalf("Add through a handle two resizes behind: %v", err)
+		}
+	}
+}
