@@ -338,7 +338,7 @@ func (f *filter) drop(ctx context.Context) error {
 	for _, p := range f.parts {
 		pipe.Del(ctx, p.key, copyKey(p.key), leaseKey(p.key))
 	}
-	pipe.Del(ctx, resizedKey(f.prefix, f.name))
+	pipe.Del(ctx, resizedKey(f.prefix, f.name), incarnationKey(f.prefix, f.name))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
 	}

@@ -1,7 +1,6 @@
 package rbloom
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -91,7 +90,14 @@ func (f *filter) rebuildInto(ctx context.Context, g *filter, fill func(add func(
 	// A partition made by the rebuild (one that was lost, or one of a
 	// resize) gets the filter's incarnation, so that the operation ids it
 	// recorded before are still found there.
-	r.inc = cmp.Or(s.inc, randomIncarnation())
+	r.inc = s.inc
+	if r.inc == "" {
+		// A load: the incarnation the filter had, if it is kept, so
+		// that its operation records still answer (incarnation.go).
+		if r.inc, err = f.keptIncarnation(ctx); err != nil {
+			return err
+		}
+	}
 	// A partition the claim makes expires with the filter: with the TTL
 	// left to the others when some exist, else with the handle's.
 	r.ttl = f.ttlMS
@@ -147,6 +153,10 @@ func (f *filter) rebuildInto(ctx context.Context, g *filter, fill func(add func(
 	// The leases stayed, marked switched, so that a switch re-sent by
 	// go-redis after a lost reply is answered ok; now they can go.
 	_ = r.step(ctx, "release", r.all(), false)
+	if !s.any {
+		// A load that finished: its incarnation is the filter's now.
+		_ = f.keepIncarnation(ctx, r.inc)
+	}
 	return nil
 }
 

@@ -137,7 +137,15 @@ func TestRebuildAbort(t *testing.T) {
 		if !errors.Is(err, boom) {
 			t.Fatalf("a load with a failing fill: %v, want it", err)
 		}
-		if after := filterKeys(t, rdb); !maps.Equal(before, after) {
+		after := filterKeys(t, rdb)
+		// Its incarnation stays as long as the records of the writes
+		// made meanwhile, for the next load (incarnation.go).
+		inc := incarnationKey(DefaultKeyPrefix, "never-loaded")
+		if ttl := rdb.PTTL(ctx, inc).Val(); ttl <= 0 || ttl > missing.f.recordLife() {
+			t.Errorf("an aborted load kept its incarnation for %v, want at most %v", ttl, missing.f.recordLife())
+		}
+		delete(after, inc)
+		if !maps.Equal(before, after) {
 			t.Errorf("an aborted load left keys: %v, then %v", keysOfMap(before), keysOfMap(after))
 		}
 		if _, err := missing.Test(ctx, "a"); !errors.Is(err, ErrNotFound) {

@@ -670,6 +670,9 @@ func (f *filter) createAll(ctx context.Context, mayCreate bool) error {
 			return fmt.Errorf("%w: %s: %s", errVanished, f.name, f.parts[p].key)
 		}
 	}
+	if mayCreate {
+		return f.keepMadeIncarnation(ctx)
+	}
 	return nil
 }
 
