@@ -28,6 +28,11 @@
 //	rebuild NAME [FILE]   refill the filter from every item it should hold,
 //	                      while it keeps serving
 //
+//	dump NAME FILE        write the filter to FILE ("-": stdout), a portable
+//	                      dump that restore reads into any server
+//	restore NAME FILE     make the filter from a dump ("-": stdin); --replace
+//	                      replaces an existing one
+//
 //	functions install     load this version's Redis function library (Redis 7,
 //	                      FUNCTION LOAD), on every master with --cluster, for
 //	                      applications with Options.UseFunctions
@@ -127,6 +132,14 @@ Bulk, one item per line of FILE or stdin; a progress bar on a terminal:
   rebuild NAME [FILE]   refill the filter from all the items it should hold,
                         while it keeps serving: clears ghosts and stuck counters;
                         with --capacity N (or -m, -k, --partitions) resizes it
+
+Dumps, portable between servers (Redis, Valkey, a cluster); FILE "-" is
+stdout or stdin:
+  dump NAME FILE        write the filter to FILE, each partition as it was
+                        at one moment (COPY), while it keeps serving
+  restore NAME FILE     make the filter NAME from a dump; nothing is visible
+                        until the whole dump is read and checked; --replace
+                        replaces an existing filter, --ttl D expires it
 
 Following a PostgreSQL table (logical replication, each change once):
   sync ...              runs rbloom-sync (module github.com/rbloom/rbloom/pgsync,
@@ -272,6 +285,8 @@ var commands = []command{
 	{"load", "NAME [FILE]", 1, 2, setupLoad},
 	{"unload", "NAME [FILE]", 1, 2, setupUnload},
 	{"rebuild", "NAME [FILE]", 1, 2, setupRebuild},
+	{"dump", "NAME FILE", 2, 2, setupDump},
+	{"restore", "NAME FILE", 2, 2, setupRestore},
 	{"functions", "install|status", 1, 1, setupFunctions},
 }
 
