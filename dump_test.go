@@ -80,15 +80,10 @@ func slotBytes(t *testing.T, f Filter) []string {
 	return out
 }
 
-// dumper is what Counting, Classic and Cuckoo have that Filter has not.
-type dumper interface {
-	Dump(ctx context.Context, w io.Writer) (int64, error)
-}
-
 func dumpOf(t *testing.T, f Filter) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	n := must(f.(dumper).Dump(ctx, &buf)).on(t)
+	n := must(f.Dump(ctx, &buf)).on(t)
 	if n != int64(buf.Len()) {
 		t.Fatalf("Dump = %d bytes, wrote %d", n, buf.Len())
 	}

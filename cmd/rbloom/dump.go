@@ -14,11 +14,6 @@ import (
 	"github.com/rbloom/rbloom"
 )
 
-// dumper is what the filters Open returns have besides rbloom.Filter.
-type dumper interface {
-	Dump(ctx context.Context, w io.Writer) (int64, error)
-}
-
 // setupDump is 'dump NAME FILE': write the filter to FILE ("-": stdout) in
 // rbloom's dump format (rbloom's Counting.Dump), which 'restore' reads
 // into any server. FILE is written under a temporary name in its
@@ -37,9 +32,9 @@ func setupDump(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error 
 		start := time.Now()
 		var n int64
 		if file == "-" {
-			n, err = f.(dumper).Dump(ctx, c.out)
+			n, err = f.Dump(ctx, c.out)
 		} else {
-			n, err = dumpToFile(ctx, f.(dumper), file)
+			n, err = dumpToFile(ctx, f, file)
 		}
 		if err != nil {
 			return err
@@ -52,7 +47,7 @@ func setupDump(c *cli, fs *pflag.FlagSet) func(context.Context, []string) error 
 }
 
 // dumpToFile dumps d to a temporary file beside file, then renames it.
-func dumpToFile(ctx context.Context, d dumper, file string) (int64, error) {
+func dumpToFile(ctx context.Context, d rbloom.Filter, file string) (int64, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
 	if err != nil {
 		return 0, err
