@@ -57,6 +57,9 @@ func TestDumpRestore(t *testing.T) {
 	rb(t, url, "", "restore", "broken", file).fails(t, "not a sound rbloom dump", "truncated")
 	rb(t, url, "", "test", "broken", "bob").fails(t, `no filter named "broken"`)
 
+	// Not into a Redis that vanishes with the command.
+	rb(t, "", "", "restore", "copy", file).fails(t, "restore: no -u or REDIS_URL")
+
 	// Windows are not dumped; a missing filter is not found.
 	must(t, url, "window", "w", "--events", "100", "--bucket", "1h", "--span", "2h", "x")
 	rb(t, url, "", "dump", "w", file).fails(t, "w is a window")

@@ -72,7 +72,7 @@
 // Connection: -u redis://[user:pass@]host:port/db (rediss:// for TLS), else
 // $REDIS_URL, else an in-memory Redis that lives as long as the command:
 // enough for demo, useless otherwise (rbloom says so on stderr, and create
-// refuses to run there). --cluster connects to a Redis Cluster through the
+// and restore refuse to run there). --cluster connects to a Redis Cluster through the
 // URL's host. A password is never printed; prefer REDIS_URL to -u for one,
 // as command lines are visible to other users of the machine.
 //
@@ -170,7 +170,7 @@ Numbers: counts (--capacity, -m, -k, --partitions, --limit, demo's -n) take
 
 Connection: -u redis://[user:pass@]host:port/db (rediss:// for TLS), else
 $REDIS_URL, else an in-memory Redis that lasts one command (enough for demo;
-create refuses to run on it). --cluster connects to a Redis Cluster through
+create and restore refuse to run on it). --cluster connects to a Redis Cluster through
 the URL's host. Prefer REDIS_URL to -u for a URL with a password: command
 lines are visible to other users of the machine.
 
