@@ -197,6 +197,9 @@ func (f *filter) dumpPartition(ctx context.Context, d *dumpWriter, p int, token 
 	head := tx.GetRange(ctx, snap, 0, headerSize-1)
 	size := tx.StrLen(ctx, snap)
 	if _, err := tx.Exec(ctx); err != nil {
+		if cerr := copied.Err(); cerr != nil {
+			err = cerr // the cause, not EXECABORT
+		}
 		if redis.HasErrorPrefix(err, "ERR unknown command") {
 			return failf(ErrUnsupported, "%s: COPY (Redis 6.2 or later, or Valkey) is needed to read a partition at one moment", key)
 		}

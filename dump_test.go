@@ -549,3 +549,32 @@ func TestDumpCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestDumpACL: the least-privilege user of docs/operations.md restores a
+// dump, and dumps given +copy, without which Dump fails and says why.
+func TestDumpACL(t *testing.T) {
+	admin := realRedis(t)
+	filters, items := dumpFilters(t, admin, "")
+	b := dumpOf(t, filters["counting"])
+	app := redis.NewClient(&redis.Options{Addr: admin.Options().Addr, Username: aclUser, Password: aclPassword, MaxRetries: -1})
+	defer app.Close()
+	for _, cmd := range [][]any{aclSetUser(aclCommands), {"SCRIPT", "FLUSH"}} {
+		if err := admin.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := must(Restore(ctx, app, "acl", Options{}, bytes.NewReader(b))).on(t)
+	restoredEqual(t, filters["counting"], g, items)
+	var buf bytes.Buffer
+	if _, err := g.Dump(ctx, &buf); err == nil || !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), "'copy'") {
+		t.Fatalf("Dump without +copy = %v, want an error naming COPY", err)
+	} else {
+		t.Log(err)
+	}
+	admin.Do(ctx, aclSetUser(append(slices.Clone(aclCommands), "+copy"))...)
+	buf.Reset()
+	must(g.Dump(ctx, &buf)).on(t)
+	if !bytes.Equal(buf.Bytes(), b) {
+		t.Fatal("the dump of the restored filter differs from the first")
+	}
+}
