@@ -71,10 +71,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // So each partition is dumped as it was at one moment, whatever writers
 // do meanwhile; the partitions are taken one after the other, not at one
 // moment together: an item added or removed while Dump runs may be in the
-// dump or not, and every item whose add returned before Dump was called is
-// in it. The COPY needs, for the time of one partition's read, as much
+// dump or not, and every item whose add returned before Dump was called,
+// and that no remove took since, is in it. The COPY needs, for the time of one partition's read, as much
 // free memory as that partition (64 MiB by default), holds the server for
-// the copy (a few milliseconds per 64 MiB), and needs Redis 6.2 or Valkey.
+// the copy (tens of milliseconds per 64 MiB: docs/benchmarks.md, Dump
+// and restore), and needs Redis 6.2 or Valkey.
 // Dump holds about 8 MiB of the filter in memory, never the whole.
 //
 // It fails with ErrNotFound when the filter does not exist, ErrLoading
