@@ -446,7 +446,8 @@ func TestDumpConsistentUnderWrites(t *testing.T) {
 	}
 }
 
-// TestDumpRefusesLoading: a filter being loaded is not dumped.
+// TestDumpRefusesLoading: a filter being loaded is not dumped; one being
+// rebuilt is, as it was; a missing one is not found.
 func TestDumpRefusesLoading(t *testing.T) {
 	rdb := realRedis(t)
 	c := newCounting(t, rdb, "loading", Options{Capacity: 1000})
@@ -460,6 +461,17 @@ func TestDumpRefusesLoading(t *testing.T) {
 	}
 	if keys := keysNow(t, rdb); slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, ":dump:") }) {
 		t.Fatalf("snapshot left: %v", keys)
+	}
+	// A partition held by a rebuild is dumped: its counters hold every item.
+	held := created(t, newCounting(t, rdb, "held", Options{Capacity: 1000, Partitions: 2}))
+	must(held.AddMany(ctx, []string{"x", "y"})).on(t)
+	clean := dumpOf(t, held)
+	r = rebuilder{f: held.f, g: held.f, token: "t", inc: randomIncarnation(), ttl: "0"}
+	if err := r.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := dumpOf(t, held); !bytes.Equal(got, clean) {
+		t.Fatal("the dump of a filter held by a rebuild differs from the one before (its mark must be dumped as 0)")
 	}
 	missing := newCounting(t, rdb, "missing", Options{Capacity: 1000})
 	if _, err := missing.Dump(ctx, &buf); !errors.Is(err, ErrNotFound) {
@@ -577,4 +589,33 @@ func TestDumpACL(t *testing.T) {
 	if !bytes.Equal(buf.Bytes(), b) {
 		t.Fatal("the dump of the restored filter differs from the first")
 	}
+}
+
+// TestRestoreRefusesEveryDamage flips each byte of a small dump in turn,
+// and cuts it at each length: every one is refused with ErrBadDump, and
+// leaves no key.
+func TestRestoreRefusesEveryDamage(t *testing.T) {
+	rdb := realRedis(t)
+	f := created(t, newClassicT(t, rdb, "small", Options{Slots: 256, Hashes: 3, Partitions: 2}))
+	must(f.AddMany(ctx, []string{"a", "b", "c"})).on(t)
+	b := dumpOf(t, f)
+	before := keysNow(t, rdb)
+	try := func(what string, c []byte) {
+		t.Helper()
+		if _, err := Restore(ctx, rdb, "small-copy", Options{}, bytes.NewReader(c)); !errors.Is(err, ErrBadDump) {
+			t.Fatalf("%s: Restore = %v, want ErrBadDump", what, err)
+		}
+	}
+	for i := range b {
+		c := bytes.Clone(b)
+		c[i] ^= 0x01
+		try(fmt.Sprintf("bit 0 of byte %d of %d flipped", i, len(b)), c)
+		c[i] ^= 0xff
+		try(fmt.Sprintf("byte %d of %d inverted", i, len(b)), c)
+		try(fmt.Sprintf("cut at %d of %d", i, len(b)), b[:i])
+	}
+	if after := keysNow(t, rdb); !slices.Equal(after, before) {
+		t.Fatalf("keys after the refused restores: %v, want %v", after, before)
+	}
+	must(Restore(ctx, rdb, "small-copy", Options{}, bytes.NewReader(b))).on(t)
 }
