@@ -313,10 +313,30 @@ func TestRestoreNeverHalf(t *testing.T) {
 	if err := rs.stage(ctx, d); err != nil {
 		t.Fatal(err)
 	}
+	half := &Counting{base{f}}
+	// Partition 0 installed, the others not yet: its items ErrLoading,
+	// theirs "may be present" as in a lost partition; never absent.
+	if err := rs.stepOn(ctx, "install", []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := half.TestMany(ctx, inPartition(half, items, 0)); !errors.Is(err, ErrLoading) {
+		t.Fatalf("TestMany of partition 0, installed = %v, want ErrLoading", err)
+	}
+	var absent []string // items never added, in partition 1
+	for i := 0; len(absent) < 10; i++ {
+		absent = append(absent, inPartition(half, []string{fmt.Sprint("never-added-", i)}, 1)...)
+	}
+	for _, ok := range must(half.TestMany(ctx, append(inPartition(half, items, 1), absent...))).on(t) {
+		if !ok {
+			t.Fatal("an item of a partition not yet installed tests absent")
+		}
+	}
+	if _, err := half.AddMany(ctx, absent); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("AddMany to a partition not yet installed = %v, want ErrDamaged", err)
+	}
 	if err := rs.step(ctx, "install"); err != nil {
 		t.Fatal(err)
 	}
-	half := &Counting{base{f}}
 	if _, err := half.TestMany(ctx, items); !errors.Is(err, ErrLoading) {
 		t.Fatalf("TestMany once installed = %v, want ErrLoading", err)
 	}

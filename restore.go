@@ -82,9 +82,12 @@ var ErrExists = newKind("filter already exists")
 // to a staging key as it is read, 8 MiB at a time, and nothing becomes
 // visible until the whole dump has been read and every checksum matched.
 // Then each partition is installed at once (a RENAME), marked as being
-// loaded: until the last one is open, reads fail with ErrLoading, never
-// answer "absent" (writes meanwhile are applied). Before that, the filter
-// does not exist: ErrNotFound. The restored filter has a fresh
+// loaded: until it is open, its reads fail with ErrLoading, never answer
+// "absent" (writes meanwhile are applied). Before that, the filter does
+// not exist: ErrNotFound. The installs take one round trip (one per
+// master of a cluster), not one atomic step: meanwhile an item of a
+// partition not yet installed, while another is, reads "may be present",
+// as from a lost partition. The restored filter has a fresh
 // incarnation: operation ids recorded before are not replayed on it.
 //
 // It fails with ErrBadDump when r is not a whole, intact dump (another
@@ -414,12 +417,22 @@ func (f *filter) replace(ctx context.Context) error {
 // step runs restore.lua's step on every partition, in one round trip,
 // and turns the first refusal into its error.
 func (rs *restorer) step(ctx context.Context, step string) error {
+	all := make([]int, len(rs.f.parts))
+	for p := range all {
+		all[p] = p
+	}
+	return rs.stepOn(ctx, step, all)
+}
+
+// stepOn is step on the partitions ps only.
+func (rs *restorer) stepOn(ctx context.Context, step string, ps []int) error {
 	f := rs.f
 	lease := strconv.FormatInt(rebuildLease.Milliseconds(), 10)
 	ttl := strconv.FormatInt(f.ttl.Milliseconds(), 10)
-	calls := make([]scriptCall, len(f.parts))
-	for p, part := range f.parts {
-		calls[p] = scriptCall{
+	calls := make([]scriptCall, len(ps))
+	for i, p := range ps {
+		part := f.parts[p]
+		calls[i] = scriptCall{
 			keys: []string{part.key, stagingKey(part.key, rs.token), leaseKey(part.key)},
 			args: []any{rs.heads[p], step, rs.token, lease, ttl},
 		}
@@ -430,9 +443,9 @@ func (rs *restorer) step(ctx context.Context, step string) error {
 	}
 	var refused []string
 	first := ""
-	for p, reply := range replies {
+	for i, reply := range replies {
 		if reply != restoreOK {
-			refused = append(refused, f.parts[p].key)
+			refused = append(refused, f.parts[ps[i]].key)
 			first = cmp.Or(first, reply)
 		}
 	}
