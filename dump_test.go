@@ -639,3 +639,25 @@ func TestRestoreRefusesEveryDamage(t *testing.T) {
 	}
 	must(Restore(ctx, rdb, "small-copy", Options{}, bytes.NewReader(b))).on(t)
 }
+
+// TestRestoreFreshIncarnation: an operation id recorded by the filter a
+// RestoreReplace replaces is not replayed on the restored one, which
+// may lack its item: the id is applied again.
+func TestRestoreFreshIncarnation(t *testing.T) {
+	rdb := realRedis(t)
+	c := created(t, newCounting(t, rdb, "inc", Options{Capacity: 1000}))
+	b := dumpOf(t, c)
+	if existed := must(c.AddOnce(ctx, "x", "op-1")).on(t); existed {
+		t.Fatal("x was there before its first add")
+	}
+	g := must(RestoreReplace(ctx, rdb, "inc", Options{}, bytes.NewReader(b))).on(t)
+	if n := must(g.Count(ctx, "x")).on(t); n != 0 {
+		t.Fatalf("Count(x) = %d in the restored filter, dumped before x was added", n)
+	}
+	if existed := must(g.AddOnce(ctx, "x", "op-1")).on(t); existed {
+		t.Fatal("AddOnce(x, op-1) after the restore answered from the old filter's record")
+	}
+	if n := must(g.Count(ctx, "x")).on(t); n != 1 {
+		t.Fatalf("Count(x) = %d after AddOnce on the restored filter, want 1: the id was replayed, not applied", n)
+	}
+}
