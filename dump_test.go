@@ -661,3 +661,43 @@ func TestRestoreFreshIncarnation(t *testing.T) {
 		t.Fatalf("Count(x) = %d after AddOnce on the restored filter, want 1: the id was replayed, not applied", n)
 	}
 }
+
+// TestRestoreScriptForged calls restore.lua with forged arguments: each
+// is refused, and nothing is written.
+func TestRestoreScriptForged(t *testing.T) {
+	rdb := realRedis(t)
+	c := newCounting(t, rdb, "forged", Options{Capacity: 1000})
+	key := c.f.parts[0].key
+	staging := stagingKey(key, "tok")
+	head := []byte(withIncarnation(c.f.parts[0].head, randomIncarnation()))
+	head[markByte] = markLoad
+	rdb.Set(ctx, staging, string(head), 0)
+	rdb.SetRange(ctx, staging, c.f.h.size()-1, "\x00")
+	unmarked := withIncarnation(c.f.parts[0].head, randomIncarnation())
+	good := []any{string(head), "install", "tok", "30000", "0"}
+	with := func(i int, v any) []any { a := slices.Clone(good); a[i] = v; return a }
+	before := dump(t, rdb)
+	for name, args := range map[string][]any{
+		"no header":          with(0, "x"),
+		"not marked":         with(0, unmarked),
+		"unknown step":       with(1, "switch"),
+		"token with colon":   with(2, "a:b"),
+		"empty token":        with(2, ""),
+		"token too long":     with(2, strings.Repeat("t", 41)),
+		"lease of 0":         with(3, "0"),
+		"lease not a number": with(3, "soon"),
+		"negative ttl":       with(4, "-1"),
+	} {
+		err := restoreScript.Run(ctx, rdb, []string{key, staging, leaseKey(key)}, args...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), "RBLOOM_ARGS") {
+			t.Errorf("%s: %v, want RBLOOM_ARGS", name, err)
+		}
+	}
+	if after := dump(t, rdb); !mapsEqual(after, before) {
+		t.Fatal("a refused call of restore.lua wrote")
+	}
+	// The same call with its arguments as restore.go makes them installs.
+	if got := must(restoreScript.Run(ctx, rdb, []string{key, staging, leaseKey(key)}, good...).Text()).on(t); got != restoreOK {
+		t.Fatalf("install = %q, want %q", got, restoreOK)
+	}
+}
