@@ -110,10 +110,12 @@ func Restore(ctx context.Context, rdb Client, name string, o Options, r io.Reade
 // (its partitions, at the dump's number of partitions and at the stored
 // one's, with a rebuild's copies and leases, as Drop does), then installs
 // the restored partitions. Between the two, a round trip or two, the
-// filter does not exist (ErrNotFound); writes a handle of the old filter
-// makes then, and while the restored one is installed, are lost, as
-// after a Drop. A dump that fails its checks leaves the old filter as it
-// was.
+// filter does not exist: calls of the old filter's handles fail
+// (ErrNotFound, ErrDamaged) as after a Drop, and what they wrote to the
+// old filter is gone. A dump that fails its checks leaves the old filter
+// as it was; an install that fails after the deletion (a handle with
+// CreateOnWrite or Source made the filter again in between: ErrExists,
+// ErrRebuilding) leaves neither: run it again.
 func RestoreReplace(ctx context.Context, rdb Client, name string, o Options, r io.Reader) (Filter, error) {
 	f, err := restore(ctx, rdb, name, o, r, true)
 	if err != nil {
