@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"iter"
 	"slices"
 	"strconv"
@@ -37,6 +38,7 @@ type Filter interface {
 	Rebuild(ctx context.Context, fill func(add func(items []string) error) error) error
 	Info(ctx context.Context) (*Info, error)
 	Drop(ctx context.Context) error
+	Dump(ctx context.Context, w io.Writer) (int64, error)
 	Name() string
 }
 

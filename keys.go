@@ -16,6 +16,8 @@ package rbloom
 //	                                 partition in record bucket b
 //	rbloom:{tag}:r:<b>:once:<s>      records of operation ids in bucket b,
 //	                                 shard s of 256 (see records.go)
+//	rbloom:{tag}:dump:<token>        a dump's snapshot of the partition
+//	rbloom:{tag}:restore:<token>     a restore's staging copy of it
 
 // DefaultKeyPrefix starts every key when Options.KeyPrefix is empty.
 const DefaultKeyPrefix = "rbloom:"

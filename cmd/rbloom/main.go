@@ -28,6 +28,11 @@
 //	rebuild NAME [FILE]   refill the filter from every item it should hold,
 //	                      while it keeps serving
 //
+//	dump NAME FILE        write the filter to FILE ("-": stdout), a portable
+//	                      dump that restore reads into any server
+//	restore NAME FILE     make the filter from a dump ("-": stdin); --replace
+//	                      replaces an existing one
+//
 //	functions install     load this version's Redis function library (Redis 7,
 //	                      FUNCTION LOAD), on every master with --cluster, for
 //	                      applications with Options.UseFunctions
@@ -67,7 +72,7 @@
 // Connection: -u redis://[user:pass@]host:port/db (rediss:// for TLS), else
 // $REDIS_URL, else an in-memory Redis that lives as long as the command:
 // enough for demo, useless otherwise (rbloom says so on stderr, and create
-// refuses to run there). --cluster connects to a Redis Cluster through the
+// and restore refuse to run there). --cluster connects to a Redis Cluster through the
 // URL's host. A password is never printed; prefer REDIS_URL to -u for one,
 // as command lines are visible to other users of the machine.
 //
@@ -128,6 +133,14 @@ Bulk, one item per line of FILE or stdin; a progress bar on a terminal:
                         while it keeps serving: clears ghosts and stuck counters;
                         with --capacity N (or -m, -k, --partitions) resizes it
 
+Dumps, portable between servers (Redis, Valkey, a cluster); FILE "-" is
+stdout or stdin:
+  dump NAME FILE        write the filter to FILE, each partition as it was
+                        at one moment (COPY), while it keeps serving
+  restore NAME FILE     make the filter NAME from a dump; nothing is visible
+                        until the whole dump is read and checked; --replace
+                        replaces an existing filter, --ttl D expires it
+
 Following a PostgreSQL table (logical replication, each change once):
   sync ...              runs rbloom-sync (module github.com/rbloom/rbloom/pgsync,
                         kept apart so that rbloom links no database driver);
@@ -157,7 +170,7 @@ Numbers: counts (--capacity, -m, -k, --partitions, --limit, demo's -n) take
 
 Connection: -u redis://[user:pass@]host:port/db (rediss:// for TLS), else
 $REDIS_URL, else an in-memory Redis that lasts one command (enough for demo;
-create refuses to run on it). --cluster connects to a Redis Cluster through
+create and restore refuse to run on it). --cluster connects to a Redis Cluster through
 the URL's host. Prefer REDIS_URL to -u for a URL with a password: command
 lines are visible to other users of the machine.
 
@@ -272,6 +285,8 @@ var commands = []command{
 	{"load", "NAME [FILE]", 1, 2, setupLoad},
 	{"unload", "NAME [FILE]", 1, 2, setupUnload},
 	{"rebuild", "NAME [FILE]", 1, 2, setupRebuild},
+	{"dump", "NAME FILE", 2, 2, setupDump},
+	{"restore", "NAME FILE", 2, 2, setupRestore},
 	{"functions", "install|status", 1, 1, setupFunctions},
 }
 

@@ -1,0 +1,483 @@
+package rbloom
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A restore makes a filter from a dump (dump.go) without ever showing
+// half of it:
+//
+//  1. stage: each partition is written, as it is read, to a staging key
+//     in its cluster slot ("<key>:restore:<token>", expiring 30 s after
+//     its last renewal), its header marked MARK_LOAD and given a fresh
+//     incarnation. The filter does not exist meanwhile (ErrNotFound). A
+//     dump that turns out damaged or truncated stops here: the staging
+//     keys are deleted.
+//  2. install: once the whole dump has been read and checked, each
+//     staging key is renamed to its partition's key (lua/restore.lua),
+//     refused where a partition exists or a rebuild holds the lease. The
+//     restore takes the partition's lease (rebuild.lua's), so that no
+//     load or rebuild starts on it. Reads of an installed partition fail
+//     with ErrLoading, as during a load; writes are applied to it. If one
+//     install is refused, the partitions installed are deleted.
+//  3. open: each partition's mark is cleared and its lease released.
+//
+// The incarnation is fresh because the operation ids recorded by the
+// dumped filter (or by a filter of the same name on the target) after
+// the dump was taken must not be replayed on the restored one, which
+// lacks their items: an id sent again is applied again (counted twice at
+// worst), never answered from a record.
+
+var (
+	//go:embed lua/restore.lua
+	restoreLua    string
+	restoreScript = redis.NewScript(luaConstants + restoreConstants + filterLua + restoreLua)
+)
+
+// The replies of restore.lua and the state its lease holds.
+const (
+	restoreOK     = "ok"
+	restoreExists = "exists"
+	restoreHeld   = "held"
+	restoreLost   = "lost"
+	restoreState  = "R" // the lease's state: rebuild.lua's claims refuse it
+)
+
+var restoreConstants = fmt.Sprintf("local RESTORE_OK, RESTORE_EXISTS, RESTORE_HELD, RESTORE_LOST = %q, %q, %q, %q\nlocal RESTORE_STATE = %q\n",
+	restoreOK, restoreExists, restoreHeld, restoreLost, restoreState)
+
+// ErrExists is returned by Restore when a filter of that name exists (one
+// of its partitions, under the handle's KeyPrefix), or was made while the
+// restore ran. Nothing is left of the restore; use RestoreReplace to
+// replace the filter.
+var ErrExists = newKind("filter already exists")
+
+// Restore makes the filter called name from a dump that Dump wrote, and
+// returns it as Open does: a *Counting, a *Cuckoo or a *Classic, with the
+// dump's parameters and items. The target may be another server (Redis
+// 7.0 to 8, Valkey), a cluster, or the same server under another name or
+// KeyPrefix. o gives the handle's settings, as for Open; TTL, when set,
+// is given to the restored keys. The fields stored with the filter must
+// be zero, but for Partitions, which may state the dump's own: a Bloom
+// filter cannot be restored into another number of partitions, because
+// an item's partition and its slots there are both functions of P (see
+// docs/format.md, Hashing), and only its items could place it again: to
+// change P, restore, then Resize from the source.
+//
+// r is read as it comes (io.ReaderFrom-style): each partition is written
+// to a staging key as it is read, 8 MiB at a time, and nothing becomes
+// visible until the whole dump has been read and every checksum matched.
+// Then each partition is installed at once (a RENAME), marked as being
+// loaded: until it is open, its reads fail with ErrLoading, never answer
+// "absent" (writes meanwhile are applied). Before that, the filter does
+// not exist: ErrNotFound. The installs take one round trip (one per
+// master of a cluster), not one atomic step: meanwhile an item of a
+// partition not yet installed, while another is, reads "may be present",
+// as from a lost partition. The restored filter has a fresh
+// incarnation: operation ids recorded before are not replayed on it.
+//
+// It fails with ErrBadDump when r is not a whole, intact dump (another
+// file, truncated, a byte changed), with ErrExists when a filter of that
+// name exists, with ErrRebuilding when a rebuild holds a partition, and
+// with ErrInvalidOptions for bad options; in every case it leaves no key
+// behind, but for staging keys of a process that died (they expire 30 s
+// after their last renewal). Restore calls a script with EVALSHA and
+// EVAL, also under Options.UseFunctions: it is an operator's call.
+func Restore(ctx context.Context, rdb Client, name string, o Options, r io.Reader) (Filter, error) {
+	f, err := restore(ctx, rdb, name, o, r, false)
+	if err != nil {
+		return nil, callError("restore", err)
+	}
+	return asFilter(f), nil
+}
+
+// RestoreReplace is Restore over a filter of the same name, if one exists:
+// once the dump has been read whole and checked, it deletes that filter
+// (its partitions, at the dump's number of partitions and at the stored
+// one's, with a rebuild's copies and leases, as Drop does), then installs
+// the restored partitions. Between the two, a round trip or two, the
+// filter does not exist: calls of the old filter's handles fail
+// (ErrNotFound, ErrDamaged) as after a Drop, and what they wrote to the
+// old filter is gone. A dump that fails its checks leaves the old filter
+// as it was; an install that fails after the deletion (a handle with
+// CreateOnWrite or Source made the filter again in between: ErrExists,
+// ErrRebuilding) leaves neither: run it again.
+func RestoreReplace(ctx context.Context, rdb Client, name string, o Options, r io.Reader) (Filter, error) {
+	f, err := restore(ctx, rdb, name, o, r, true)
+	if err != nil {
+		return nil, callError("restore", err)
+	}
+	return asFilter(f), nil
+}
+
+// asFilter returns f as the type of its mode.
+func asFilter(f *filter) Filter {
+	switch f.h.mode {
+	case ModeClassic:
+		return &Classic{base{f}}
+	case ModeCuckoo:
+		return &Cuckoo{base{f}}
+	}
+	return &Counting{base{f}}
+}
+
+// dumpReader reads a dump, keeping the count and the CRC of its bytes.
+type dumpReader struct {
+	r   io.Reader
+	n   int64
+	crc hash.Hash32
+}
+
+// full fills b from the dump.
+func (d *dumpReader) full(b []byte) error {
+	k, err := io.ReadFull(d.r, b)
+	d.crc.Write(b[:k])
+	d.n += int64(k)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return failf(ErrBadDump, "truncated: it ends after %d bytes", d.n)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the dump after %d bytes: %w", d.n, err)
+	}
+	return nil
+}
+
+// bad is ErrBadDump with what is wrong and where.
+func (d *dumpReader) bad(format string, args ...any) error {
+	return failf(ErrBadDump, "%s (at byte %d)", fmt.Sprintf(format, args...), d.n)
+}
+
+// header reads and checks the file header and returns the filter's.
+func (d *dumpReader) header() (header, error) {
+	var b [dumpHeadSize]byte
+	if err := d.full(b[:]); err != nil {
+		return header{}, err
+	}
+	if string(b[:len(dumpMagic)]) != dumpMagic {
+		return header{}, d.bad("it does not start with %q", dumpMagic)
+	}
+	if v := binary.BigEndian.Uint32(b[8:]); v != dumpVersion {
+		return header{}, d.bad("dump version %d, this library reads version %d", v, dumpVersion)
+	}
+	if crc32.Checksum(b[:76], castagnoli) != binary.BigEndian.Uint32(b[76:]) {
+		return header{}, d.bad("the checksum of its header does not match")
+	}
+	h, err := parseHeader(string(b[12:76]))
+	if err != nil {
+		return header{}, d.bad("its filter header: %v", err)
+	}
+	if h.index != 0 {
+		return header{}, d.bad("its filter header is of partition %d, not 0", h.index)
+	}
+	h.items, h.inc = 0, ""
+	return h, nil
+}
+
+// section reads and checks the head of partition p's section and returns
+// the partition's item count.
+func (d *dumpReader) section(h header, p int) (int64, error) {
+	var b [sectionSize]byte
+	if err := d.full(b[:]); err != nil {
+		return 0, err
+	}
+	switch {
+	case string(b[:4]) != sectionMagic:
+		return 0, d.bad("partition %d's section does not start with %q", p, sectionMagic)
+	case crc32.Checksum(b[:24], castagnoli) != binary.BigEndian.Uint32(b[24:]):
+		return 0, d.bad("the checksum of partition %d's section head does not match", p)
+	case binary.BigEndian.Uint32(b[4:]) != uint32(p):
+		return 0, d.bad("section of partition %d where %d was due", binary.BigEndian.Uint32(b[4:]), p)
+	case int64(binary.BigEndian.Uint64(b[16:])) != h.size()-headerSize:
+		return 0, d.bad("partition %d holds %d bytes of slots, its header says %d", p, binary.BigEndian.Uint64(b[16:]), h.size()-headerSize)
+	}
+	return int64(binary.BigEndian.Uint64(b[8:])), nil
+}
+
+// trailer reads and checks the end of a dump of p partitions, and that
+// nothing follows it.
+func (d *dumpReader) trailer(p int) error {
+	var b [trailerSize]byte
+	before := d.n
+	if err := d.full(b[:16]); err != nil {
+		return err
+	}
+	sum := d.crc.Sum32()
+	if err := d.full(b[16:]); err != nil {
+		return err
+	}
+	switch {
+	case string(b[:4]) != trailerMagic:
+		return d.bad("no %q after the last partition", trailerMagic)
+	case binary.BigEndian.Uint32(b[4:]) != uint32(p) || int64(binary.BigEndian.Uint64(b[8:])) != before:
+		return d.bad("its end states %d partitions in %d bytes, it holds %d in %d",
+			binary.BigEndian.Uint32(b[4:]), binary.BigEndian.Uint64(b[8:]), p, before)
+	case binary.BigEndian.Uint32(b[16:]) != sum:
+		return d.bad("the checksum of the whole dump does not match")
+	}
+	var one [1]byte
+	if k, _ := io.ReadFull(d.r, one[:]); k > 0 {
+		return d.bad("bytes follow its end")
+	}
+	return nil
+}
+
+// stagingKey is the key a restore writes the partition at key to.
+func stagingKey(key, token string) string { return key + ":restore:" + token }
+
+// restorer runs one restore.
+type restorer struct {
+	f     *filter
+	token string
+	inc   string // the restored filter's incarnation
+	heads []string
+
+	mu     sync.Mutex
+	staged []string // staging keys written so far, renewed until the end
+}
+
+func restore(ctx context.Context, rdb Client, name string, o Options, r io.Reader, replace bool) (*filter, error) {
+	if o.Capacity != 0 || o.ErrorRate != 0 || o.Slots != 0 || o.Hashes != 0 || o.IDLifetime != 0 {
+		return nil, failf(ErrInvalidOptions, "Capacity, ErrorRate, Slots, Hashes and IDLifetime come from the dump: leave them zero")
+	}
+	if err := o.checkHandleOf(rdb, name); err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, failf(ErrInvalidOptions, "nil reader")
+	}
+	d := &dumpReader{r: r, crc: crc32.New(castagnoli)}
+	h, err := d.header()
+	if err != nil {
+		return nil, err
+	}
+	if o.Partitions != 0 && o.Partitions != int(h.partitions) {
+		return nil, failf(ErrInvalidOptions, "Partitions = %d: the dump has %d partitions, and a Bloom filter's slots cannot be moved to another number of them (an item's partition and its slots there are both functions of P: only its items could place it again); restore with %d, then Resize from the source",
+			o.Partitions, h.partitions, h.partitions)
+	}
+	o.Partitions = 0
+	f, err := o.handle(rdb, name, h)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkServer(ctx); err != nil {
+		return nil, err
+	}
+	if !replace {
+		s, err := f.survey(ctx)
+		if errors.Is(err, ErrParamsMismatch) {
+			return nil, failf(ErrExists, "%s: another filter of that name exists (%v); RestoreReplace, or rbloom restore --replace, replaces it", name, errText(err))
+		}
+		if err != nil {
+			return nil, err
+		}
+		if s.any {
+			return nil, failf(ErrExists, "%s: %s exists (RestoreReplace, or rbloom restore --replace, replaces it)", name, f.parts[0].key)
+		}
+	}
+	rs := &restorer{f: f, token: newToken(), inc: randomIncarnation()}
+	stop := rs.renew(ctx)
+	err = rs.stage(ctx, d)
+	if err == nil {
+		err = d.trailer(len(f.parts))
+	}
+	if err == nil && replace {
+		err = f.replace(ctx)
+	}
+	stop()
+	if err == nil {
+		err = rs.step(ctx, "install")
+	}
+	if err != nil {
+		return nil, rs.abort(ctx, err)
+	}
+	if err := rs.step(ctx, "open"); err != nil {
+		return nil, fmt.Errorf("%w (partitions not opened stay loading: restore again with RestoreReplace)", err)
+	}
+	return f, nil
+}
+
+// stage writes every partition of the dump to its staging key.
+func (rs *restorer) stage(ctx context.Context, d *dumpReader) error {
+	f := rs.f
+	bufs := make([][]byte, dumpRoundTrip)
+	for i := range bufs {
+		bufs[i] = make([]byte, dumpChunk)
+	}
+	n := f.h.size() - headerSize
+	for p, part := range f.parts {
+		items, err := d.section(f.h, p)
+		if err != nil {
+			return err
+		}
+		head := []byte(withIncarnation(part.head, rs.inc))
+		binary.BigEndian.PutUint64(head[itemsByte:], uint64(items))
+		head[markByte] = markLoad
+		rs.heads = append(rs.heads, string(head))
+		staging := stagingKey(part.key, rs.token)
+		rs.mu.Lock()
+		rs.staged = append(rs.staged, staging)
+		rs.mu.Unlock()
+		pipe := f.rdb.Pipeline()
+		pipe.Set(ctx, staging, head, dumpKeyLife)
+		pipe.SetRange(ctx, staging, f.h.size()-1, "\x00") // the whole string at once
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("%s: staging it at %s: %w", part.key, staging, err)
+		}
+		crc := crc32.New(castagnoli)
+		for off := int64(0); off < n; {
+			pipe := f.rdb.Pipeline()
+			for i := 0; i < dumpRoundTrip && off < n; i++ {
+				b := bufs[i][:min(dumpChunk, n-off)]
+				if err := d.full(b); err != nil {
+					return err
+				}
+				crc.Write(b)
+				pipe.Do(ctx, "SETRANGE", staging, headerSize+off, b) // SetRange would copy b to a string
+				off += int64(len(b))
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return fmt.Errorf("%s: staging it at %s: %w", part.key, staging, err)
+			}
+		}
+		sum := crc.Sum32()
+		var b [4]byte
+		if err := d.full(b[:]); err != nil {
+			return err
+		}
+		if binary.BigEndian.Uint32(b[:]) != sum {
+			return d.bad("the checksum of partition %d's slots does not match", p)
+		}
+	}
+	return nil
+}
+
+// renew renews the staging keys every third of their life until the
+// returned function is called.
+func (rs *restorer) renew(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(dumpKeyLife / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			rs.mu.Lock()
+			keys := append([]string(nil), rs.staged...)
+			rs.mu.Unlock()
+			pipe := rs.f.rdb.Pipeline()
+			for _, k := range keys {
+				pipe.PExpire(ctx, k, dumpKeyLife)
+			}
+			_, _ = pipe.Exec(ctx) // a key lost is found lost by its install
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// replace deletes the filter called f.name, at f's number of partitions
+// and at the one its stored root partition states, as Drop does.
+func (f *filter) replace(ctx context.Context) error {
+	keys := map[string]bool{}
+	for _, p := range f.parts {
+		keys[p.key] = true
+	}
+	if old, err := open(ctx, f.rdb, f.name, Options{KeyPrefix: f.prefix}); err == nil {
+		for _, p := range old.parts {
+			keys[p.key] = true
+		}
+	}
+	pipe := f.rdb.Pipeline() // one DEL per slot
+	for key := range keys {
+		pipe.Del(ctx, key, copyKey(key), leaseKey(key))
+	}
+	pipe.Del(ctx, resizedKey(f.prefix, f.name))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("deleting the filter it replaces: %w", err)
+	}
+	return nil
+}
+
+// step runs restore.lua's step on every partition, in one round trip,
+// and turns the first refusal into its error.
+func (rs *restorer) step(ctx context.Context, step string) error {
+	all := make([]int, len(rs.f.parts))
+	for p := range all {
+		all[p] = p
+	}
+	return rs.stepOn(ctx, step, all)
+}
+
+// stepOn is step on the partitions ps only.
+func (rs *restorer) stepOn(ctx context.Context, step string, ps []int) error {
+	f := rs.f
+	lease := strconv.FormatInt(rebuildLease.Milliseconds(), 10)
+	ttl := strconv.FormatInt(f.ttl.Milliseconds(), 10)
+	calls := make([]scriptCall, len(ps))
+	for i, p := range ps {
+		part := f.parts[p]
+		calls[i] = scriptCall{
+			keys: []string{part.key, stagingKey(part.key, rs.token), leaseKey(part.key)},
+			args: []any{rs.heads[p], step, rs.token, lease, ttl},
+		}
+	}
+	replies, err := runScripts(ctx, f.rdb, restoreScript, false, calls, f.repl)
+	if err != nil {
+		return fmt.Errorf("%s: %w", step, scriptError(err))
+	}
+	var refused []string
+	first := ""
+	for i, reply := range replies {
+		if reply != restoreOK {
+			refused = append(refused, f.parts[ps[i]].key)
+			first = cmp.Or(first, reply)
+		}
+	}
+	if refused == nil {
+		return nil
+	}
+	keys := strings.Join(refused, ", ")
+	switch first {
+	case restoreExists:
+		return failf(ErrExists, "%s: %s exists: made while the restore ran", f.name, keys)
+	case restoreHeld:
+		return failf(ErrRebuilding, "%s: a rebuild, a load or another restore holds %s", f.name, keys)
+	}
+	return failf(ErrRebuildLost, "%s: %s: %s (its staging key expired, or the filter was dropped or made while the restore ran)", f.name, step, keys)
+}
+
+// abort deletes what the restore wrote, where it still holds it, and
+// returns err, with abort's own failure if any.
+func (rs *restorer) abort(ctx context.Context, err error) error {
+	ctx = context.WithoutCancel(ctx)
+	for len(rs.heads) < len(rs.f.parts) {
+		rs.heads = append(rs.heads, withIncarnation(rs.f.parts[len(rs.heads)].head, rs.inc)) // never staged
+	}
+	for p := range rs.heads {
+		h := []byte(rs.heads[p])
+		h[markByte] = markLoad
+		rs.heads[p] = string(h)
+	}
+	if abortErr := rs.step(ctx, "abort"); abortErr != nil {
+		return fmt.Errorf("%w; and then deleting what the restore wrote: %w", err, abortErr)
+	}
+	return err
+}
