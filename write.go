@@ -114,133 +114,161 @@ func (f *filter) write(ctx context.Context, op writeOp, items []string) ([]bool,
 }
 
 // writeChunks applies op to items, setting out to the answers and done to
-// what was done to each item (Unknown while its call is in flight).
+// what was done to each item (Unknown while its call is in flight): one
+// round trip's items at a time.
 func (f *filter) writeChunks(ctx context.Context, op writeOp, items []string, out []bool, done []Outcome) error {
-	perCall := f.perCall()
 	seq := make([]int, len(f.parts)) // the calls made so far to each partition
 	for lo, hi := range spans(len(items), f.perRoundTrip()) {
-		chunk := items[lo:hi]
-		pl := f.place(chunk)
-		calls, answers := pack(pl, perCall, seq, func(p, seq int, at []int) writeCall {
+		w := &chunkWrite{f: f, op: op, chunk: items[lo:hi], whole: hi-lo == len(items), out: out[lo:], done: done[lo:]}
+		pl := f.place(w.chunk)
+		w.calls, w.at = pack(pl, f.perCall(), seq, func(p, seq int, at []int) writeCall {
 			return f.call(op, p, seq, pl, at)
 		})
-		// A call answers '?' when its partition does not exist and it may
-		// not create it; settle decides, and the calls go again.
-		var target string // a resize's new header, from '!' replies
-		var fwd []int     // the calls that sent their items to target's copies
-		var fwdOut []bool // and the copies' answers for those items
-		for try := 0; len(calls) > 0; try++ {
-			mark(done[lo:], answers, Unknown)
-			replies, err := runScripts(ctx, f.rdb, op.script, f.fcall, wires(calls), f.repl)
-			if r := unwritten(err); r != nil {
-				replies, err = r, nil // not replicated, but nothing was written
-			}
-			if err != nil && fwd != nil {
-				if errors.Is(scriptError(err), ErrFull) {
-					return f.unforward(ctx, op, target, chunk, calls, answers, fwd, err)
-				}
-				if at := positions(answers, fwd); op.opID != "" && len(at) == len(items) {
-					// Forwarded whole, then refused: perhaps the resize switched.
-					if recorded, err := f.recordForwarded(ctx, op, target, items, at, fwdOut, out); recorded {
-						if err == nil {
-							mark(done, [][]int{at}, Applied)
-						}
-						return err
-					}
-				}
-			}
-			if err != nil {
-				settlePartial(err, answers, out[lo:], done[lo:])
-				return err
-			}
-			var again []writeCall
-			var againAt [][]int
-			forwarded := forwardedAt{target: target, at: positions(answers, fwd), out: fwdOut}
-			target, fwd = "", nil
-			missing := false
-			for c, raw := range replies {
-				r := decodeWriteReply(raw)
-				if r.missing {
-					mark(done[lo:], answers[c:c+1], NotApplied)
-					again, againAt, missing = append(again, calls[c]), append(againAt, answers[c]), true
-					continue
-				}
-				if r.target != "" {
-					target = r.target
-					calls[c].create = alreadyForwarded // the items will be in the copies
-					fwd = append(fwd, len(again))
-					again, againAt = append(again, calls[c]), append(againAt, answers[c])
-					continue
-				}
-				if err := answer(r.answers, answers[c], out[lo:]); err != nil {
-					if op.opID == "" {
-						return err
-					}
-					// A record of another cut answered: the id was applied
-					// before a resize changed the filter's partitions or
-					// k. This call wrote nothing.
-					mark(done[lo:], answers[c:c+1], NotApplied)
-					return failf(ErrOpIDReused, "%s: operation id %q was recorded for other calls than this batch makes now (the filter was resized since): it cannot be replayed", f.name, op.opID)
-				}
-				mark(done[lo:], answers[c:c+1], Applied)
-			}
-			if op.absent && forwarded.at != nil {
-				if err := f.forwardAdded(ctx, op, forwarded, chunk, out[lo:], done[lo:]); err != nil {
-					return err
-				}
-			}
-			if len(again) == 0 {
-				break
-			}
-			if fwd != nil {
-				var err error
-				fwdOut, err = f.forward(ctx, target, op, itemsAt(chunk, positions(againAt, fwd)))
-				if errors.Is(err, ErrRebuildLost) && try < 5 {
-					// The resize switched or gave up meanwhile: the calls
-					// go again as they were, to find out which.
-					for _, c := range fwd {
-						again[c].create = createModeOf(op.create)
-					}
-					fwd = nil
-				} else if err != nil {
-					return err
-				}
-			}
-			if !missing {
-				calls, answers = again, againAt
-				continue
-			}
-			if op.fill {
-				return failf(ErrRebuildLost, "%s: the copy vanished (a Drop, or another rebuild took over)", f.name)
-			}
-			if try == 2 {
-				return failf(ErrDamaged, "%s: partitions keep vanishing (or were replaced while a batch under an operation id was written)", f.name)
-			}
-			exists, err := f.settle(ctx)
-			switch {
-			case err != nil:
-				return err
-			case exists:
-			case !f.onWrite:
-				// Made only on purpose: a write must not make a lost
-				// filter again, empty. A handle with a Source loads it,
-				// and the calls go again once the load holds it.
-				if err := f.awaitLoad(ctx); err != nil {
-					return err
-				}
-			case !op.remove, op.opID != "":
-				// A once remove records its answer, "absent", so that a
-				// replay after the item is added removes nothing: the
-				// record needs the filter.
-				if err := f.createAll(ctx, true); err != nil {
-					return err
-				}
-			default: // a remove from a filter that does not exist: all absent
-				mark(done[lo:], againAt, Applied)
-				again = nil
-			}
-			calls, answers = again, againAt
+		if err := w.run(ctx); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// chunkWrite is the write of one round trip's items: its calls, sent
+// again until each is answered. A call answers replyMissing when its
+// partition does not exist and it may not create it (settle decides,
+// and the calls go again), and replyForward when a resize holds its
+// partition (resizewrite.go).
+type chunkWrite struct {
+	f       *filter
+	op      writeOp
+	chunk   []string
+	whole   bool // the chunk is the whole batch
+	out     []bool
+	done    []Outcome
+	calls   []writeCall
+	at      [][]int // the positions in chunk of each call's items
+	forward forwardState
+}
+
+// run sends the calls until each is answered, or fails.
+func (w *chunkWrite) run(ctx context.Context) error {
+	for try := 0; len(w.calls) > 0; try++ {
+		mark(w.done, w.at, Unknown)
+		replies, err := runScripts(ctx, w.f.rdb, w.op.script, w.f.fcall, wires(w.calls), w.f.repl)
+		if r := unwritten(err); r != nil {
+			replies, err = r, nil // not replicated, but nothing was written
+		}
+		if err != nil {
+			return w.failed(ctx, err)
+		}
+		next, err := w.take(replies)
+		if err != nil {
+			return err
+		}
+		if err := w.completeForward(ctx); err != nil {
+			return err
+		}
+		if len(next.calls) == 0 {
+			return nil
+		}
+		if err := w.sendForward(ctx, next, try); err != nil {
+			return err
+		}
+		if next.missing {
+			if err := w.settleMissing(ctx, next, try); err != nil {
+				return err
+			}
+		}
+		w.calls, w.at = next.calls, next.at
+	}
+	return nil
+}
+
+// failed settles what a round that failed with err did, and returns the
+// error.
+func (w *chunkWrite) failed(ctx context.Context, err error) error {
+	if w.forward.calls != nil {
+		if done, ferr := w.forwardFailed(ctx, err); done {
+			return ferr
+		}
+	}
+	settlePartial(err, w.at, w.out, w.done)
+	return err
+}
+
+// round is the calls a round of replies leaves to send again.
+type round struct {
+	calls   []writeCall
+	at      [][]int
+	missing bool // some found their partition missing
+}
+
+// take sets the answers of a round's replies, and returns the calls to
+// send again.
+func (w *chunkWrite) take(replies []string) (*round, error) {
+	next := &round{}
+	w.forward.sent(w.at)
+	for c, raw := range replies {
+		r := decodeWriteReply(raw)
+		switch {
+		case r.missing:
+			mark(w.done, w.at[c:c+1], NotApplied)
+			next.calls, next.at, next.missing = append(next.calls, w.calls[c]), append(next.at, w.at[c]), true
+		case r.target != "":
+			w.forward.ask(r.target, len(next.calls))
+			w.calls[c].create = alreadyForwarded // the items will be in the copies
+			next.calls, next.at = append(next.calls, w.calls[c]), append(next.at, w.at[c])
+		default:
+			if err := w.answer(r, c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return next, nil
+}
+
+// answer sets the answers of call c from its reply r.
+func (w *chunkWrite) answer(r writeReply, c int) error {
+	if err := answer(r.answers, w.at[c], w.out); err != nil {
+		if w.op.opID == "" {
+			return err
+		}
+		// A record of another cut answered: the id was applied before a
+		// resize changed the filter's partitions or k. This call wrote
+		// nothing.
+		mark(w.done, w.at[c:c+1], NotApplied)
+		return failf(ErrOpIDReused, "%s: operation id %q was recorded for other calls than this batch makes now (the filter was resized since): it cannot be replayed", w.f.name, w.op.opID)
+	}
+	mark(w.done, w.at[c:c+1], Applied)
+	return nil
+}
+
+// settleMissing is called when calls of the round found their partition
+// missing: the filter is being made, was dropped, or lost.
+func (w *chunkWrite) settleMissing(ctx context.Context, next *round, try int) error {
+	f, op := w.f, w.op
+	if op.fill {
+		return failf(ErrRebuildLost, "%s: the copy vanished (a Drop, or another rebuild took over)", f.name)
+	}
+	if try == 2 {
+		return failf(ErrDamaged, "%s: partitions keep vanishing (or were replaced while a batch under an operation id was written)", f.name)
+	}
+	exists, err := f.settle(ctx)
+	switch {
+	case err != nil:
+		return err
+	case exists:
+	case !f.onWrite:
+		// Made only on purpose: a write must not make a lost filter
+		// again, empty. A handle with a Source loads it, and the calls
+		// go again once the load holds it.
+		return f.awaitLoad(ctx)
+	case !op.remove, op.opID != "":
+		// A once remove records its answer, "absent", so that a replay
+		// after the item is added removes nothing: the record needs the
+		// filter.
+		return f.createAll(ctx, true)
+	default: // a remove from a filter that does not exist: all absent
+		mark(w.done, next.at, Applied)
+		next.calls, next.at = nil, nil
 	}
 	return nil
 }
