@@ -11,7 +11,7 @@ import (
 // Cuckoo is a cuckoo filter in Redis (Fan, Andersen, Kaminsky and
 // Mitzenmacher, "Cuckoo Filter: Practically Better Than Bloom", 2014):
 // each item leaves a fingerprint of f bits in one of its two buckets of 4
-// slots, so it supports Remove in about a quarter of a counting filter's
+// slots, so it supports Remove in about a third of a counting filter's
 // memory, and lookups read two buckets with no script. Its price is a hard
 // capacity: an add that cannot place its item fails with ErrFull and
 // changes nothing, never dropping another item's fingerprint.
