@@ -563,7 +563,7 @@ func (f *filter) call(op writeOp, p, seq int, pl placement, at []int) writeCall 
 	rec := f.record(op.name, op.opID, p, seq, op.batch, op.keep, op.start)
 	c := writeCall{key: f.parts[p].key, head: f.parts[p].head, ttl: f.ttlMS, rec: rec,
 		keep: strconv.FormatInt(rec.ttl, 10), create: createModeOf(op.create), limit: f.partLimit,
-		absent: op.absent, offsets: f.offsetArgs(nil, pl, at)}
+		absent: op.absent}
 	switch {
 	case f.h.mode == ModeCuckoo && op.remove:
 		c.script = cuckooRemoveCall
@@ -572,6 +572,8 @@ func (f *filter) call(op writeOp, p, seq int, pl placement, at []int) writeCall 
 	case op.remove:
 		c.script = removeCall
 	}
+	head := c.script.headArgs()
+	c.args = f.offsetArgs(make([]any, head, head+len(at)*f.readsPerItem()), pl, at)
 	if op.create {
 		c.head = newIncarnation(c.head)
 	}

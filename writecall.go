@@ -18,7 +18,7 @@ type writeCall struct {
 	answers []bool     // with recordOnly: the answers to record
 	limit   string     // the most items the partition may hold after the call, "0" for no bound
 	absent  bool       // add only the items that test absent
-	offsets []any      // the items' slot offsets (a cuckoo filter: bucket and fingerprint)
+	args    []any      // ARGV: headArgs values that wire sets, then the items' slot offsets
 }
 
 // scriptKind says which script a writeCall is for, and so its ARGV.
@@ -50,13 +50,26 @@ func createModeOf(may bool) createMode {
 	return mayNotCreate
 }
 
-// wire returns the call as the script takes it.
+// headArgs is the number of ARGV before the items' offsets.
+func (k scriptKind) headArgs() int {
+	switch k {
+	case removeCall:
+		return 4
+	case cuckooAddCall, cuckooRemoveCall:
+		return 9
+	}
+	return 8
+}
+
+// wire returns the call as the script takes it. Its ARGV is c.args, whose
+// first headArgs values it sets: the offsets are written once, however
+// often the call is sent.
 func (c writeCall) wire() scriptCall {
 	keys := make([]string, 0, 2+len(c.rec.keys))
+	args := c.args
 	if c.script == removeCall {
-		args := make([]any, 0, 4+len(c.offsets))
-		args = append(args, c.head, c.keep, c.rec.field, c.rec.tag)
-		return scriptCall{keys: append(append(keys, c.key), c.rec.keys...), args: append(args, c.offsets...)}
+		copy(args, []any{c.head, c.keep, c.rec.field, c.rec.tag})
+		return scriptCall{keys: append(append(keys, c.key), c.rec.keys...), args: args}
 	}
 	create := string(c.create)
 	if c.create == recordOnly {
@@ -70,16 +83,15 @@ func (c writeCall) wire() scriptCall {
 	if c.absent {
 		onlyAbsent = "1"
 	}
-	args := make([]any, 0, 9+len(c.offsets))
-	args = append(args, c.head, c.ttl, c.keep, create, c.limit, c.rec.field, c.rec.tag, onlyAbsent)
+	copy(args, []any{c.head, c.ttl, c.keep, create, c.limit, c.rec.field, c.rec.tag, onlyAbsent})
 	switch c.script {
 	case cuckooAddCall:
-		args = append(args, cuckooOp(false))
+		args[8] = cuckooOp(false)
 	case cuckooRemoveCall:
-		args = append(args, cuckooOp(true))
+		args[8] = cuckooOp(true)
 	}
 	keys = append(keys, c.key, copyKey(c.key))
-	return scriptCall{keys: append(keys, c.rec.keys...), args: append(args, c.offsets...)}
+	return scriptCall{keys: append(keys, c.rec.keys...), args: args}
 }
 
 func boolInt(b bool) int {
