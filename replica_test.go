@@ -286,7 +286,10 @@ func TestClusterWindowFailover(t *testing.T) {
 	rep.ConfigSet(ctx, "repl-diskless-sync-delay", "0")
 	must(0, rep.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err()).on(t)
 	failed := 0
-	for deadline := time.Now().Add(20 * time.Second); batch < 30; {
+	// The demoted master syncs from the new one before it acknowledges:
+	// on a loaded machine that takes a while, and each failed write
+	// waits WaitTimeout.
+	for deadline := time.Now().Add(60 * time.Second); batch < 30; {
 		if err := write(); err != nil {
 			if time.Now().After(deadline) {
 				t.Fatalf("writes still fail after the failover (%d failed): %v", failed, err)
