@@ -7,6 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rbloom/rbloom"
+
 	"github.com/rbloom/rbloom/rbloomtest"
 )
 
@@ -142,6 +144,62 @@ func TestFilterLoadedBySource(t *testing.T) {
 	answered("after Redis lost the filter")
 	if s := g.stats.snapshot(); s.Lookups != int64(lookups) || s.FilterUnavailable < 2 {
 		t.Errorf("stats = %+v, want %d lookups, some with the filter unavailable", s, lookups)
+	}
+}
+
+// Redis loses the filter while an insert is between its add and its
+// INSERT, and a lookup starts the load: the load's snapshot waits for the
+// INSERT (the fill's rule), so the row is in the filter it loads.
+func TestFillWaitsForInserts(t *testing.T) {
+	rdb := newMiniredis(t)
+	g := testGuard(t, newTable(t), rdb, 1000)
+	ctx := t.Context()
+	if _, err := g.warm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.crash = func(step, id string) {
+		if step != "insert" {
+			return
+		}
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
+			t.Error(err)
+		}
+		go g.get(ctx, "other")             // starts the load
+		time.Sleep(100 * time.Millisecond) // time enough to read a snapshot, were it not held back
+	}
+	if err := g.insert(ctx, "new", "v"); err != nil {
+		t.Fatal(err)
+	}
+	g.crash = nil
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, by, _ := g.get(ctx, "nope"); by == byFilter {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the filter was not loaded within 10s")
+		}
+	}
+	if _, by, err := g.get(ctx, "new"); err != nil {
+		t.Errorf("get(new) after the load = %s, %v; want the row", by, err)
+	}
+}
+
+// A handle without a Source (the sync mode's) reads a missing filter as
+// ErrNotFound: lookups ask the database all the same.
+func TestLookupOfMissingFilter(t *testing.T) {
+	tbl := newTable(t)
+	seed(t, tbl, []string{"old"})
+	rdb := newMiniredis(t)
+	f, err := rbloom.NewCounting(rdb, "items", rbloom.Options{Capacity: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &guard{table: tbl, filter: f, rdb: rdb, record: recordKey("items")}
+	if _, err := f.Test(t.Context(), "x"); !errors.Is(err, rbloom.ErrNotFound) {
+		t.Fatalf("Test on no filter = %v, want rbloom.ErrNotFound", err)
+	}
+	if value, by, err := g.get(t.Context(), "old"); err != nil || by != byDatabase {
+		t.Errorf("get(old) on no filter = %q, %s, %v; want the row, from the database", value, by, err)
 	}
 }
 
