@@ -94,11 +94,12 @@ func newGuard(tbl *table, rdb redis.UniversalClient, name string, o rbloom.Optio
 // PostgreSQL's advisory locks).
 func (g *guard) fill(add func(items []string) error) error {
 	g.changing.Lock()
-	open := sync.OnceFunc(g.changing.Unlock)
-	defer open()
+	release := sync.OnceFunc(g.changing.Unlock)
+	defer release()
 	keys := make([]string, 0, g.batch)
+	// A Source has no context: the load it serves runs in the background.
 	err := g.table.ids(context.Background(), func(id string) error {
-		open() // the first row is read: the snapshot is taken
+		release() // the first row is read: the snapshot is taken
 		if keys = append(keys, filterItem(id)); len(keys) < g.batch {
 			return nil
 		}
