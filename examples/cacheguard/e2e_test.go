@@ -52,8 +52,8 @@ func endToEnd(t *testing.T, tbl *table) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: rbloomtest.StartRedis(t)})
 	defer rdb.Close()
-	g := newGuard(t, tbl, rdb, universe) // sized for every id at 1%
-	if n, err := g.warm(t.Context(), 250); err != nil || n != seeded {
+	g := testGuard(t, tbl, rdb, universe) // sized for every id at 1%
+	if n, err := g.warm(t.Context()); err != nil || n != seeded {
 		t.Fatalf("warm = %d, %v; want %d keys", n, err, seeded)
 	}
 	srv := httptest.NewServer(g.handler())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,13 +13,16 @@ import (
 	"github.com/rbloom/rbloom"
 )
 
-// The filter holds "item:<id>" for every row of the table, plus a marker
-// (see ready.go).
+// The filter holds "item:<id>" for every row of the table.
 func filterItem(id string) string { return "item:" + id }
 
 var (
 	errNotFound = errors.New("no such item")
 	errExists   = errors.New("item already exists")
+
+	// errSyncLoading stands for the filter's answer, in the sync mode,
+	// until the sync has loaded the table.
+	errSyncLoading = errors.New("the sync has not loaded the filter")
 )
 
 // guard keeps a counting Bloom filter of the table's primary keys in Redis
@@ -36,16 +40,23 @@ var (
 // without a row, which costs one database query when it is looked up. The
 // other order would leave a row that the filter says is absent: a false
 // negative, answered 404 until the filter is rebuilt.
+//
+// A filter Redis lost is the library's to load again: the handle's Source
+// is fill, reads meanwhile fail with ErrLoading, and lookups then ask the
+// database. Which database the filter was loaded from is the guard's to
+// check, at start: see lineage.go.
 type guard struct {
 	table  *table
 	filter *rbloom.Counting
 	rdb    redis.UniversalClient // the filter's Redis, for its record
 	record string                // the record's key: recordKey(filter.Name())
 	stats  stats
+	batch  int // keys per add of fill
 
-	// lineage is the database's lineage, whose marker lookups and deletes
-	// test: set by warm, which must return before the guard serves.
-	lineage string
+	// changing is held shared by each insert and delete from its first
+	// write to its last, and alone by fill while it opens its snapshot:
+	// the fill's rule (docs/semantics.md, Rebuild).
+	changing sync.RWMutex
 
 	// follow, when set, is the sync mode: a pgsync.Sync keeps the filter
 	// equal to the table (see sync.go), and the guard only reads the
@@ -54,10 +65,52 @@ type guard struct {
 	follow *follower
 
 	// crash, when set, is called between the filter write and the database
-	// write of insert and delete, before delete's remove, and between the
-	// batches of warm. Tests make it panic, to stop the work where a dying
+	// write of insert and delete, before delete's remove, and after each
+	// batch that warm adds. Tests make it panic, to stop the work where a dying
 	// process would.
 	crash func(step, id string)
+}
+
+// newGuard returns a guard over tbl whose filter, name in rdb, has the
+// options o and, unless follow (the sync mode) loads it, fill as its
+// Source. It does not contact Redis.
+func newGuard(tbl *table, rdb redis.UniversalClient, name string, o rbloom.Options, follow *follower) (*guard, error) {
+	g := &guard{table: tbl, rdb: rdb, record: recordKey(name), batch: 10_000, follow: follow}
+	if follow == nil {
+		o.Source = g.fill
+	}
+	f, err := rbloom.NewCounting(rdb, name, o)
+	g.filter = f
+	return g, err
+}
+
+// fill calls add with the key of every row, batch keys at a time, from one
+// query: one consistent snapshot of the table. It opens the snapshot while
+// no insert or delete of this process is between its two writes, so that
+// every key added is in it, or its insert was given up, and every row
+// missing from it has had its key removed (docs/semantics.md, Rebuild).
+// Other processes' changes are not held back: one service process per
+// database (several would share a lock in the database instead, such as
+// PostgreSQL's advisory locks).
+func (g *guard) fill(add func(items []string) error) error {
+	g.changing.Lock()
+	release := sync.OnceFunc(g.changing.Unlock)
+	defer release()
+	keys := make([]string, 0, g.batch)
+	// A Source has no context: the load it serves runs in the background.
+	err := g.table.ids(context.Background(), func(id string) error {
+		release() // the first row is read: the snapshot is taken
+		if keys = append(keys, filterItem(id)); len(keys) < g.batch {
+			return nil
+		}
+		err := add(keys)
+		keys = keys[:0]
+		return err
+	})
+	if err == nil && len(keys) > 0 {
+		err = add(keys)
+	}
+	return err
 }
 
 // answeredBy names who answered a lookup: the filter alone, or the database.
@@ -72,31 +125,26 @@ const (
 // first: when it says id is definitely absent, the database is not.
 func (g *guard) get(ctx context.Context, id string) (string, answeredBy, error) {
 	g.stats.lookups.Add(1)
-	var maybe []bool
-	var err error
-	if g.follow != nil {
-		// The sync's phase stands for the marker: until it has loaded the
-		// table, the filter's "absent" is no answer.
-		maybe = []bool{false, g.follow.loaded()}
-		if maybe[1] {
-			maybe[0], err = g.filter.Test(ctx, id)
-		}
-	} else {
-		// One round trip asks for the key and the marker together.
-		maybe, err = g.filter.TestMany(ctx, []string{filterItem(id), readyItem(g.lineage)})
+	maybe, err := false, errSyncLoading
+	switch {
+	case g.follow == nil:
+		maybe, err = g.filter.Test(ctx, filterItem(id))
+	case g.follow.loaded():
+		maybe, err = g.filter.Test(ctx, id) // the sync's items are the ids
 	}
 	switch {
 	case err != nil:
-		// Redis failed: the database still knows. Never guess "absent".
-		log.Printf("filter unavailable, asking the database: %v", err)
+		// Not loaded (ErrNotFound, ErrLoading), or Redis failed: the
+		// database still knows. Never guess "absent".
+		if !errors.Is(err, rbloom.ErrLoading) && !errors.Is(err, rbloom.ErrNotFound) && err != errSyncLoading {
+			log.Printf("filter unavailable, asking the database: %v", err)
+		}
 		g.stats.filterUnavailable.Add(1)
-	case !maybe[1]:
-		g.stats.filterUnavailable.Add(1) // not warmed: its "absent" is no answer
-	case !maybe[0]:
+	case !maybe:
 		g.stats.filterAbsent.Add(1)
 		return "", byFilter, errNotFound
 	}
-	filterSaidMaybe := err == nil && maybe[1]
+	filterSaidMaybe := err == nil
 	g.stats.dbQueries.Add(1)
 	value, err := g.table.get(ctx, id)
 	if filterSaidMaybe && errors.Is(err, errNotFound) {
@@ -111,6 +159,8 @@ func (g *guard) insert(ctx context.Context, id, value string) error {
 	if g.follow != nil {
 		return g.insertSynced(ctx, id, value)
 	}
+	g.changing.RLock()
+	defer g.changing.RUnlock()
 	if _, err := g.filter.Add(ctx, filterItem(id)); err != nil {
 		// The row is not inserted. The add may have been applied all the
 		// same: a ghost at worst.
@@ -148,6 +198,8 @@ func (g *guard) delete(ctx context.Context, id string) error {
 		}
 		return err
 	}
+	g.changing.RLock()
+	defer g.changing.RUnlock()
 	deleted, err := g.table.delete(ctx, id)
 	if err != nil {
 		return err // the row may be gone all the same: a ghost at worst
@@ -159,13 +211,9 @@ func (g *guard) delete(ctx context.Context, id string) error {
 		return errNotFound
 	}
 	g.step("delete", id)
-	// Before warm has finished, the key may not be in the filter yet, and
-	// removing it could take counts that belong to other keys: leave it.
-	ready, err := g.filter.Test(ctx, readyItem(g.lineage))
-	if err == nil && ready {
-		err = g.remove(ctx, id)
-	}
-	if err != nil {
+	// A filter being loaded keeps the remove out of its new counters: the
+	// key stays as a ghost at worst.
+	if err := g.remove(ctx, id); err != nil {
 		log.Printf("filter: remove %q: %v (the row is deleted; its key stays as a ghost)", id, err)
 	}
 	return nil
@@ -174,7 +222,7 @@ func (g *guard) delete(ctx context.Context, id string) error {
 // remove removes the key of row id, which delete has just deleted. It
 // advances the record's clock first, so that no copy of the database that
 // still has the row can be trusted with the filter afterwards (see
-// ready.go), and raises the database's generation to the clock, so that
+// lineage.go), and raises the database's generation to the clock, so that
 // the database as it is can.
 func (g *guard) remove(ctx context.Context, id string) error {
 	gen, err := g.advance(ctx)

@@ -3,17 +3,19 @@ package main
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rbloom/rbloom"
+
 	"github.com/rbloom/rbloom/rbloomtest"
 )
 
 func TestGetInsertDelete(t *testing.T) {
-	g := newGuard(t, newTable(t), newMiniredis(t), 1000)
+	g := testGuard(t, newTable(t), newMiniredis(t), 1000)
 	ctx := t.Context()
-	if _, err := g.warm(ctx, 100); err != nil {
+	if _, err := g.warm(ctx); err != nil {
 		t.Fatal(err)
 	}
 	get := func(id string, wantValue string, wantErr error, wantBy answeredBy) {
@@ -50,9 +52,9 @@ func TestGetInsertDelete(t *testing.T) {
 // A duplicate insert takes back its own add: the key keeps one count, so
 // one delete clears it, and repeated duplicates cannot saturate it.
 func TestDuplicateInsertTakesBackItsAdd(t *testing.T) {
-	g := newGuard(t, newTable(t), newMiniredis(t), 1000)
+	g := testGuard(t, newTable(t), newMiniredis(t), 1000)
 	ctx := t.Context()
-	if _, err := g.warm(ctx, 100); err != nil {
+	if _, err := g.warm(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.insert(ctx, "x", "1"); err != nil {
@@ -77,9 +79,9 @@ func TestDuplicateInsertTakesBackItsAdd(t *testing.T) {
 // A delete that finds no row removes nothing: the key in the filter may be
 // someone else's false positive.
 func TestDeleteWithoutRowRemovesNothing(t *testing.T) {
-	g := newGuard(t, newTable(t), newMiniredis(t), 1000)
+	g := testGuard(t, newTable(t), newMiniredis(t), 1000)
 	ctx := t.Context()
-	if _, err := g.warm(ctx, 100); err != nil {
+	if _, err := g.warm(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.filter.Add(ctx, filterItem("ghost")); err != nil {
@@ -93,43 +95,111 @@ func TestDeleteWithoutRowRemovesNothing(t *testing.T) {
 	}
 }
 
-// Until warm has marked the filter ready, its "absent" is no answer: rows
-// that were there before the filter are found in the database, and deletes
-// do not remove keys that may not have been added yet.
-func TestFilterNotReady(t *testing.T) {
+// While the filter is missing (never made, or lost by Redis) or being
+// loaded, its "absent" is no answer: lookups of rows go to the database
+// while the handle loads the filter from the table by itself, an insert
+// meanwhile is kept, and then the filter answers again.
+func TestFilterLoadedBySource(t *testing.T) {
 	tbl := newTable(t)
 	seed(t, tbl, []string{"old1", "old2"})
-	g := newGuard(t, tbl, newMiniredis(t), 1000)
+	rdb := newMiniredis(t)
+	g := testGuard(t, tbl, rdb, 1000)
 	ctx := t.Context()
+	lookups := 0
+	found := func(when string, ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			lookups++
+			if _, by, err := g.get(ctx, id); err != nil {
+				t.Errorf("get(%q) %s = %s, %v; want the row", id, when, by, err)
+			}
+		}
+	}
+	found("before any load", "old1")
+	if s := g.stats.snapshot(); s.FilterUnavailable != 1 {
+		t.Errorf("stats = %+v, want the lookup sent to the database, the filter unavailable", s)
+	}
+	if err := g.insert(ctx, "new", "v"); err != nil {
+		t.Fatalf("insert(new) while the filter loads = %v", err)
+	}
+	answered := func(when string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			found(when, "old1", "old2", "new")
+			lookups++
+			if _, by, err := g.get(ctx, "nope"); by == byFilter && errors.Is(err, errNotFound) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("get(nope) %s: not answered by the filter within 10s", when)
+			}
+		}
+	}
+	answered("after the load")
 
-	value, by, err := g.get(ctx, "old1")
-	if err != nil || by != byDatabase || value != "seed old1" {
-		t.Errorf("get(old1) before warm = %q, %s, %v; want the row, from the database", value, by, err)
+	// Redis loses everything: the filter and its record.
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
 	}
-	// No filter yet, so none to guard an insert: it is refused, not
-	// let through to become a row the filter will not know.
-	if err := g.insert(ctx, "new", "v"); !errors.Is(err, rbloom.ErrNotFound) {
-		t.Fatalf("insert(new) before warm = %v, want rbloom.ErrNotFound", err)
+	answered("after Redis lost the filter")
+	if s := g.stats.snapshot(); s.Lookups != int64(lookups) || s.FilterUnavailable < 2 {
+		t.Errorf("stats = %+v, want %d lookups, some with the filter unavailable", s, lookups)
 	}
-	if got := rows(t, tbl); len(got) != 2 {
-		t.Errorf("rows after a refused insert = %q, want old1 and old2", got)
-	}
-	if _, by, err := g.get(ctx, "old2"); err != nil || by != byDatabase {
-		t.Errorf("get(old2) before warm = %s, %v; want the row, from the database", by, err)
-	}
-	if s := g.stats.snapshot(); s.FilterUnavailable != 2 || s.AnsweredByFilter != 0 {
-		t.Errorf("stats = %+v, want 2 lookups with the filter unavailable", s)
-	}
+}
 
-	n, err := g.warm(ctx, 100)
-	if err != nil || n != 2 {
-		t.Fatalf("warm = %d, %v; want 2 keys", n, err)
+// Redis loses the filter while an insert is between its add and its
+// INSERT, and a lookup starts the load: the load's snapshot waits for the
+// INSERT (the fill's rule), so the row is in the filter it loads.
+func TestFillWaitsForInserts(t *testing.T) {
+	rdb := newMiniredis(t)
+	g := testGuard(t, newTable(t), rdb, 1000)
+	ctx := t.Context()
+	if _, err := g.warm(ctx); err != nil {
+		t.Fatal(err)
 	}
-	if _, by, err := g.get(ctx, "nope"); !errors.Is(err, errNotFound) || by != byFilter {
-		t.Errorf("get(nope) after warm = %s, %v; want not found, by the filter", by, err)
+	g.crash = func(step, id string) {
+		if step != "insert" {
+			return
+		}
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
+			t.Error(err)
+		}
+		go g.get(ctx, "other")             // starts the load
+		time.Sleep(100 * time.Millisecond) // time enough to read a snapshot, were it not held back
 	}
-	if n, err := g.warm(ctx, 100); err != nil || n != 0 {
-		t.Errorf("second warm = %d, %v; want 0 keys (the filter is ready)", n, err)
+	if err := g.insert(ctx, "new", "v"); err != nil {
+		t.Fatal(err)
+	}
+	g.crash = nil
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, by, _ := g.get(ctx, "nope"); by == byFilter {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the filter was not loaded within 10s")
+		}
+	}
+	if _, by, err := g.get(ctx, "new"); err != nil {
+		t.Errorf("get(new) after the load = %s, %v; want the row", by, err)
+	}
+}
+
+// A handle without a Source (the sync mode's) reads a missing filter as
+// ErrNotFound: lookups ask the database all the same.
+func TestLookupOfMissingFilter(t *testing.T) {
+	tbl := newTable(t)
+	seed(t, tbl, []string{"old"})
+	rdb := newMiniredis(t)
+	f, err := rbloom.NewCounting(rdb, "items", rbloom.Options{Capacity: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &guard{table: tbl, filter: f, rdb: rdb, record: recordKey("items")}
+	if _, err := f.Test(t.Context(), "x"); !errors.Is(err, rbloom.ErrNotFound) {
+		t.Fatalf("Test on no filter = %v, want rbloom.ErrNotFound", err)
+	}
+	if value, by, err := g.get(t.Context(), "old"); err != nil || by != byDatabase {
+		t.Errorf("get(old) on no filter = %q, %s, %v; want the row, from the database", value, by, err)
 	}
 }
 
@@ -139,9 +209,9 @@ func TestRedisDown(t *testing.T) {
 	m := rbloomtest.NewMiniredis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
 	defer rdb.Close()
-	g := newGuard(t, tbl, rdb, 1000)
+	g := testGuard(t, tbl, rdb, 1000)
 	ctx := t.Context()
-	if _, err := g.warm(ctx, 100); err != nil {
+	if _, err := g.warm(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.insert(ctx, "a", "1"); err != nil {

@@ -56,15 +56,17 @@ func newRedis(t *testing.T) *redis.Client {
 	return rdb
 }
 
-// newGuard returns a guard over tbl with a filter "items" of capacity
-// items at 1% in rdb. It does not warm the filter.
-func newGuard(t *testing.T, tbl *table, rdb redis.UniversalClient, capacity uint64) *guard {
+// testGuard returns a guard over tbl with a filter "items" of capacity
+// items at 1% in rdb, filled 100 keys at a time. It does not warm the
+// filter.
+func testGuard(t *testing.T, tbl *table, rdb redis.UniversalClient, capacity uint64) *guard {
 	t.Helper()
-	f, err := rbloom.NewCounting(rdb, "items", rbloom.Options{Capacity: capacity, ErrorRate: 0.01})
+	g, err := newGuard(tbl, rdb, "items", rbloom.Options{Capacity: capacity, ErrorRate: 0.01}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &guard{table: tbl, filter: f, rdb: rdb, record: recordKey(f.Name())}
+	g.batch = 100
+	return g
 }
 
 // seed inserts rows with the given ids straight into the table, in one

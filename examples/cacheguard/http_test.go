@@ -9,8 +9,8 @@ import (
 )
 
 func TestHTTP(t *testing.T) {
-	g := newGuard(t, newTable(t), newMiniredis(t), 1000)
-	if _, err := g.warm(t.Context(), 100); err != nil {
+	g := testGuard(t, newTable(t), newMiniredis(t), 1000)
+	if _, err := g.warm(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	h := g.handler()

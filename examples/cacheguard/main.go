@@ -26,9 +26,10 @@
 // the filter itself, next to each write of the table (guard.go).
 //
 // guard.go holds the idea: the order of the two writes that keeps the filter
-// free of false negatives when the process dies between them. ready.go holds
-// the rule that decides, at start, whether the filter in Redis holds every
-// row of this database or must be loaded again.
+// free of false negatives when the process dies between them; a filter
+// Redis lost, the library loads again from guard.fill. lineage.go holds the
+// rule that decides, at start, whether the filter in Redis was loaded from
+// this database as it is or must be rebuilt.
 package main
 
 import (
@@ -99,16 +100,18 @@ func run(ctx context.Context, addr, sqlitePath, name string, opts rbloom.Options
 	}
 	defer closeRedis()
 
-	filter, err := rbloom.NewCounting(rdb, name, opts)
+	var follow *follower
+	if sync.url != "" {
+		follow = &follower{}
+	}
+	g, err := newGuard(tbl, rdb, name, opts, follow)
 	if err != nil {
 		return err
 	}
-	g := &guard{table: tbl, filter: filter, rdb: rdb, record: recordKey(name)}
-	if sync.url != "" {
+	if follow != nil {
 		if err := tbl.ensurePublication(ctx, sync.publication); err != nil {
 			return err
 		}
-		g.follow = &follower{}
 		go func() {
 			err := g.follow.run(ctx, syncConfig(sync.url, sync.publication, sync.slot, rdb, name, opts))
 			if err != nil {
@@ -119,11 +122,11 @@ func run(ctx context.Context, addr, sqlitePath, name string, opts rbloom.Options
 		log.Printf("filter %q kept by the sync (slot %s, publication %s): lookups go to the database until it is loaded", name, sync.slot, sync.publication)
 	} else {
 		start := time.Now()
-		n, err := g.warm(ctx, 10_000)
+		n, err := g.warm(ctx)
 		if err != nil {
 			return fmt.Errorf("warm the filter: %w", err)
 		}
-		log.Printf("filter %q ready (%d keys loaded from the table in %v)", name, n, time.Since(start).Round(time.Millisecond))
+		log.Printf("filter %q follows the database (%d keys loaded from the table in %v)", name, n, time.Since(start).Round(time.Millisecond))
 	}
 
 	srv := &http.Server{Addr: addr, Handler: g.handler(), ReadHeaderTimeout: 10 * time.Second}

@@ -24,7 +24,8 @@ type statsJSON struct {
 	// the filter's answer and the query.
 	FalsePositives int64 `json:"lookups_false_positive"`
 	// FilterUnavailable lookups went to the database because the filter
-	// could not answer: not warmed yet, or Redis failed.
+	// could not answer: not loaded yet (ErrNotFound, ErrLoading, the
+	// sync loading), or Redis failed.
 	FilterUnavailable int64 `json:"lookups_filter_unavailable"`
 	// AbsentAnsweredByFilterRatio is, of the lookups of absent ids that
 	// the filter answered, the fraction (0 to 1) it answered alone:

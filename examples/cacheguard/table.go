@@ -19,7 +19,7 @@ type table struct {
 
 // schema creates the table of items, and rbloom_meta: one row, the
 // lineage and generation of the database's state that the filter follows
-// (see ready.go).
+// (see lineage.go).
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS items (
 	id    TEXT PRIMARY KEY,
@@ -97,7 +97,7 @@ func (t *table) delete(ctx context.Context, id string) (bool, error) {
 	return n == 1, err
 }
 
-// ids calls fn with the id of every row, in one query.
+// ids calls fn with the id of every row, in one query: one snapshot.
 func (t *table) ids(ctx context.Context, fn func(id string) error) error {
 	rows, err := t.db.QueryContext(ctx, `SELECT id FROM items`)
 	if err != nil {

@@ -8,8 +8,8 @@ import (
 )
 
 // A guard restarted on another database than the one its filter was loaded
-// from (another SQLite file, with other rows) loads the rows on top: none
-// is answered 404.
+// from (another SQLite file, with other rows) rebuilds the filter from its
+// rows: none is answered 404.
 func TestRestartOnAnotherDatabase(t *testing.T) {
 	rdb := newRedis(t)
 	a, b := newTable(t), newTable(t)
@@ -171,8 +171,8 @@ func ids(from, to int) []string {
 // loaded.
 func restart(t *testing.T, tbl *table, rdb redis.UniversalClient) (*guard, int) {
 	t.Helper()
-	g := newGuard(t, tbl, rdb, 10_000)
-	n, err := g.warm(t.Context(), 100)
+	g := testGuard(t, tbl, rdb, 10_000)
+	n, err := g.warm(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
