@@ -43,7 +43,9 @@ var (
 	// that is generated, not unique, or text in a database not in UTF8.
 	// Nothing was written. While streaming, a change of the table, the key
 	// column or the publication that the sync cannot follow stops it with
-	// ErrInvalid too.
+	// ErrInvalid too, and so does any ALTER of the key column or of what
+	// the publication sends of the table, even one undone (the stream was
+	// decoded with the altered catalog).
 	ErrInvalid = errors.New("pgsync: invalid sync")
 
 	// ErrSlotActive is returned when another process streams from the
@@ -63,10 +65,12 @@ var (
 	// ErrFilter is returned when the filter in Redis cannot be the one
 	// this sync keeps: a classic filter, a filter that exists without the
 	// sync's state (loaded by someone else), a filter missing while the
-	// state says it was loaded, a state written by a sync of another
-	// table, column or slot, or of a table since dropped and created
-	// again, or a group left pending by a version of pgsync that applies
-	// groups otherwise. Nothing was written.
+	// state says it was loaded or one deleted and made again since, a
+	// state written by a sync of another table, column or slot, or of a
+	// table since dropped and created again, or a group left pending by a
+	// version of pgsync that applies groups otherwise. Nothing was
+	// written. While streaming, a filter that vanishes or is made again
+	// stops the sync with ErrFilter too.
 	ErrFilter = errors.New("pgsync: filter not kept by this sync")
 
 	// ErrWindowPassed is returned when the sync stopped while applying
