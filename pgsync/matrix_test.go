@@ -210,6 +210,13 @@ var worldCases = []worldCase{
 			`ALTER TABLE items REPLICA IDENTITY FULL`},
 		change: do(`BEGIN; ALTER TABLE items RENAME id TO id_old; ALTER TABLE items RENAME other TO id; INSERT INTO items VALUES (7000, 'y', 7001);
 			ALTER TABLE items RENAME id TO other; ALTER TABLE items RENAME id_old TO id; COMMIT`)},
+	{name: "publication dropped and created again", stops: ErrInvalid, says: "publication",
+		change: do(`BEGIN; DROP PUBLICATION items_pub; INSERT INTO items VALUES (7000, 'y'); CREATE PUBLICATION items_pub FOR TABLE items; COMMIT`,
+			`INSERT INTO items VALUES (7001, 'y')`)},
+	{name: "key column retyped and back in one transaction", stops: ErrInvalid, says: "reload",
+		change: do(`BEGIN; ALTER TABLE items ALTER id TYPE text; INSERT INTO items VALUES ('007000', 'y');
+			DELETE FROM items WHERE id = '007000'; ALTER TABLE items ALTER id TYPE bigint USING id::bigint; COMMIT`,
+			`INSERT INTO items VALUES (7001, 'y')`)},
 	{name: "filter deleted and created again", stops: ErrFilter, says: "made again",
 		emptied: "an empty filter made by hand answers absent for every key",
 		change: func(t *testing.T, w *world) {
@@ -517,4 +524,26 @@ func TestChangedWhileDown(t *testing.T) {
 		t.Errorf("state's catalog and inc after the run: %q, want %q", got, want)
 	}
 	e.checkEqual(t, "items")
+}
+
+// TestSlotTakenOver: a sync of another filter, reloaded through the slot
+// of a stopped sync, makes the slot again; the stopped sync's next start
+// is refused, never streamed from the new slot (whose changes begin after
+// the ones the filter misses).
+func TestSlotTakenOver(t *testing.T) {
+	e, stop := following(t, 100)
+	stop()
+	cfg := e.config()
+	cfg.Filter, cfg.Reload = "other", true
+	s, _ := New(cfg)
+	stop = runSync(t, s)
+	e.caughtUp(t, "other")
+	e.pg.exec(t, `INSERT INTO items VALUES (7000, 'y')`)
+	e.caughtUp(t, "other")
+	stop()
+	first, _ := New(e.config())
+	if err := stopsWithin(t, first, 10*time.Second, func() {}); !Permanent(err) || !strings.Contains(err.Error(), "made again") {
+		t.Errorf("Run of the first sync after another filter's reload took its slot: %v, want a permanent error saying the slot was made again; %s",
+			err, (&world{env: e}).absentRows(t))
+	}
 }

@@ -150,7 +150,7 @@ func (s *Sync) follow(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t 
 		// filter holds: a state behind the slot came back from an older
 		// Redis (a restart from a snapshot that missed the last writes),
 		// and the changes between are lost to the filter.
-		return fmt.Errorf("%w: filter %s's sync state holds changes up to %s, but slot %s was told %s: Redis lost the filter's last writes (restarted from an older snapshot?); reload (-reload)",
+		return fmt.Errorf("%w: filter %s's sync state holds changes up to %s, but slot %s was told %s: Redis lost the filter's last writes (restarted from an older snapshot?), or the slot was dropped and made again by another sync (a -reload of another filter through it?); reload (-reload)",
 			ErrFilter, cfg.Filter, st.LSN, cfg.Slot, slot.confirmed)
 	case st.Pending > st.LSN:
 		if st.PendingV != callsVersion {
