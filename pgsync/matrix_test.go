@@ -217,6 +217,18 @@ var worldCases = []worldCase{
 		change: do(`BEGIN; ALTER TABLE items ALTER id TYPE text; INSERT INTO items VALUES ('007000', 'y');
 			DELETE FROM items WHERE id = '007000'; ALTER TABLE items ALTER id TYPE bigint USING id::bigint; COMMIT`,
 			`INSERT INTO items VALUES (7001, 'y')`)},
+	{name: "key removed from the filter by hand", stops: ErrFilter, says: "absent from filter",
+		emptied: "a key of the table removed by hand tests absent",
+		change: func(t *testing.T, w *world) {
+			f, err := rbloom.OpenCounting(t.Context(), w.rdb, "items", rbloom.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Remove(t.Context(), "600"); err != nil {
+				t.Fatal(err)
+			}
+			w.sql(t, `DELETE FROM items WHERE id = 600`)
+		}},
 	{name: "filter deleted and created again", stops: ErrFilter, says: "made again",
 		emptied: "an empty filter made by hand answers absent for every key",
 		change: func(t *testing.T, w *world) {

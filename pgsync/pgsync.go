@@ -199,7 +199,8 @@ type Stats struct {
 	Applied, Transactions int64
 	// RemoveMisses counts removes that found their key definitely absent
 	// (nothing changed). Non-zero means the filter lost keys it should
-	// hold: it was reset behind the sync's back. Reload.
+	// hold (removed or reset behind the sync's back): the sync stops with
+	// ErrFilter. Reload.
 	RemoveMisses int64
 	// Replayed counts the groups a stopped run had left pending and this
 	// one applied again under the same ids.

@@ -428,16 +428,16 @@ func (x *stream) flush(ctx context.Context) error {
 	if err := x.s.at("pending"); err != nil {
 		return err
 	}
-	var misses int64
+	var missed []string
 	for _, c := range calls(x.cp, group) {
 		if c.remove {
 			removed, err := x.f.RemoveManyOnce(ctx, c.keys, c.id)
 			if err != nil {
 				return x.filterError(err)
 			}
-			for _, r := range removed {
+			for i, r := range removed {
 				if !r {
-					misses++
+					missed = append(missed, c.keys[i])
 				}
 			}
 		} else if _, err := x.f.AddManyOnce(ctx, c.keys, c.id); err != nil {
@@ -447,10 +447,13 @@ func (x *stream) flush(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := x.lostKeys(missed); err != nil {
+		return err
+	}
 	if err := x.record(ctx, end); err != nil {
 		return err
 	}
-	x.counted(group, misses)
+	x.counted(group)
 	if err := x.s.at("applied"); err != nil {
 		return err
 	}
@@ -555,6 +558,20 @@ func (x *stream) stateGone() error {
 		ErrFilter, x.key, x.cfg.Filter)
 }
 
+// lostKeys stops the sync when removes found keys of the table absent
+// from the filter: it lost keys it should hold (written by something else
+// than the sync, or reset), so other keys of the table may test absent
+// too. The group is left pending: a run again replays it, answered from
+// its records, and stops the same way until a reload.
+func (x *stream) lostKeys(missed []string) error {
+	if len(missed) == 0 {
+		return nil
+	}
+	x.s.update(func(st *Stats) { st.RemoveMisses += int64(len(missed)) })
+	return fmt.Errorf("%w: %d keys the table held (%q...) were absent from filter %s when their rows went: the filter lost keys it should hold (removed or reset by something else than the sync), and others may test absent; reload (-reload)",
+		ErrFilter, len(missed), missed[:min(len(missed), 3)], x.cfg.Filter)
+}
+
 // filterReplaced is the error of a filter made again since the sync
 // loaded it.
 func (x *stream) filterReplaced() error {
@@ -587,7 +604,7 @@ func (x *stream) checkFilter(ctx context.Context) error {
 }
 
 // counted adds an applied group to the stats.
-func (x *stream) counted(group []*txn, misses int64) {
+func (x *stream) counted(group []*txn) {
 	var n int64
 	for _, t := range group {
 		n += int64(len(t.ops))
@@ -600,7 +617,6 @@ func (x *stream) counted(group []*txn, misses int64) {
 	st := &x.s.stats
 	st.Applied += n
 	st.Transactions += int64(len(group))
-	st.RemoveMisses += misses
 	st.LastApplyLag = now.Sub(group[0].at)
 	x.group, x.groupOps = nil, 0
 	if x.s.applied != nil {
@@ -639,23 +655,26 @@ func (x *stream) applyTruncate(ctx context.Context, t *txn) error {
 	if err := rebuildFrom(ctx, x.f, adds); err != nil {
 		return fmt.Errorf("pgsync: redis: truncate: %w", err)
 	}
-	var misses int64
+	var missed []string
 	for _, keys := range removes {
 		removed, err := x.f.RemoveMany(ctx, keys)
 		if err != nil {
 			return x.filterError(err)
 		}
-		for _, r := range removed {
+		for i, r := range removed {
 			if !r {
-				misses++
+				missed = append(missed, keys[i])
 			}
 		}
+	}
+	if err := x.lostKeys(missed); err != nil {
+		return err
 	}
 	if err := x.record(ctx, t.end); err != nil {
 		return err
 	}
 	x.group = []*txn{t}
-	x.counted(x.group, misses)
+	x.counted(x.group)
 	return nil
 }
 
