@@ -284,6 +284,11 @@ var worldCases = []worldCase{
 			w.caughtUp(t, "items")
 			w.absentAfter(t, "6000")
 		}},
+	{name: "every key changed in one transaction", change: do(
+		`BEGIN; UPDATE items SET id = -id; UPDATE items SET id = -id + 1; INSERT INTO items VALUES (1, 'x'); COMMIT`,
+		`BEGIN; INSERT INTO items VALUES (8000, 's'); SAVEPOINT a; DELETE FROM items WHERE id <= 700; ROLLBACK TO a; COMMIT`,
+		`INSERT INTO items VALUES (8001, 'u') ON CONFLICT (id) DO NOTHING`,
+		`INSERT INTO items VALUES (8001, 'u') ON CONFLICT (id) DO UPDATE SET id = 8002`)},
 	{name: "TRUNCATE", change: do(
 		`BEGIN; TRUNCATE items; INSERT INTO items SELECT g, 't' FROM generate_series(1, 800) g; COMMIT`,
 		`BEGIN; TRUNCATE items; INSERT INTO items SELECT g, 't' FROM generate_series(1, 700) g; DELETE FROM items WHERE id > 600; COMMIT`)},
@@ -558,4 +563,31 @@ func TestSlotTakenOver(t *testing.T) {
 		t.Errorf("Run of the first sync after another filter's reload took its slot: %v, want a permanent error saying the slot was made again; %s",
 			err, (&world{env: e}).absentRows(t))
 	}
+}
+
+// TestLostKeysStopAgain: a sync stopped because a remove found its key
+// absent stops the same way when run again, until a reload.
+func TestLostKeysStopAgain(t *testing.T) {
+	e, stop := following(t, 100)
+	stop()
+	f, err := rbloom.OpenCounting(t.Context(), e.rdb, "items", rbloom.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Remove(t.Context(), "50"); err != nil {
+		t.Fatal(err)
+	}
+	e.pg.exec(t, `DELETE FROM items WHERE id = 50`)
+	for i := range 2 {
+		s, _ := New(e.config())
+		if err := stopsWithin(t, s, 10*time.Second, func() {}); !errors.Is(err, ErrFilter) || !strings.Contains(err.Error(), "absent from filter") {
+			t.Errorf("run %d: %v, want ErrFilter saying a key was absent", i, err)
+		}
+	}
+	cfg := e.config()
+	cfg.Reload = true
+	s, _ := New(cfg)
+	runSync(t, s)
+	e.caughtUp(t, "items")
+	e.checkEqual(t, "items")
 }
