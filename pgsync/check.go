@@ -280,6 +280,7 @@ type slotInfo struct {
 	active    bool
 	activePID int32
 	confirmed pglogrepl.LSN // confirmed_flush_lsn: what the sync told the slot it holds
+	lost      bool          // invalidated: the WAL it needs is gone (max_slot_wal_keep_size)
 }
 
 // readSlot reads the slot's row, if any.
@@ -289,8 +290,9 @@ func readSlot(ctx context.Context, db *pgx.Conn, name string) (slotInfo, error) 
 	var plugin, database *string
 	var pid *int32
 	var confirmed *string
-	err := db.QueryRow(ctx, `SELECT plugin, slot_type, database, active, active_pid, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, name).
-		Scan(&plugin, &typ, &database, &s.active, &pid, &confirmed)
+	err := db.QueryRow(ctx, `SELECT plugin, slot_type, database, active, active_pid, confirmed_flush_lsn::text, coalesce(wal_status = 'lost', false)
+		FROM pg_replication_slots WHERE slot_name = $1`, name).
+		Scan(&plugin, &typ, &database, &s.active, &pid, &confirmed, &s.lost)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, nil
 	}

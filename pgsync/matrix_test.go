@@ -591,3 +591,35 @@ func TestLostKeysStopAgain(t *testing.T) {
 	e.caughtUp(t, "items")
 	e.checkEqual(t, "items")
 }
+
+// TestSlotInvalidated: a slot PostgreSQL invalidated (past
+// max_slot_wal_keep_size while the sync was down) has lost changes: the
+// sync's next start stops with ErrSlotMissing, never retries for ever.
+func TestSlotInvalidated(t *testing.T) {
+	e, stop := following(t, 100)
+	stop()
+	e.pg.exec(t, `ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`, `SELECT pg_reload_conf()`)
+	for i := 0; ; i++ {
+		e.pg.exec(t, `INSERT INTO items SELECT g, repeat('w', 200) FROM generate_series(1000000 + 40000 * `+strconv.Itoa(i)+`, 1000000 + 40000 * `+strconv.Itoa(i)+` + 39999) g`,
+			`SELECT pg_switch_wal()`, `CHECKPOINT`)
+		var status string
+		c := e.pg.conn(t)
+		if err := c.QueryRow(t.Context(), `SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'items_slot'`).Scan(&status); err != nil {
+			t.Fatal(err)
+		}
+		c.Close(context.Background())
+		if status == "lost" {
+			break
+		}
+		if i == 20 {
+			t.Fatalf("slot not invalidated: wal_status %s", status)
+		}
+	}
+	e.pg.exec(t, `ALTER SYSTEM RESET max_slot_wal_keep_size`, `SELECT pg_reload_conf()`)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	s, _ := New(e.config())
+	if err := keepRunning(ctx, s); !errors.Is(err, ErrSlotMissing) {
+		t.Errorf("the sync on an invalidated slot: %v, want ErrSlotMissing", err)
+	}
+}

@@ -138,6 +138,8 @@ func (s *Sync) follow(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t 
 			ErrFilter, t.column, t.name, cfg.Filter, st.Attnum, t.attnum)
 	case !slot.exists:
 		return fmt.Errorf("%w: slot %s, which the sync of filter %s streams from, does not exist: the changes since it was dropped are lost to the filter; reload (-reload)", ErrSlotMissing, cfg.Slot, cfg.Filter)
+	case slot.lost:
+		return fmt.Errorf("%w: slot %s, which the sync of filter %s streams from, was invalidated (it held more WAL than max_slot_wal_keep_size): the changes since are lost to the filter; reload (-reload)", ErrSlotMissing, cfg.Slot, cfg.Filter)
 	case !exists:
 		return fmt.Errorf("%w: filter %s is missing from Redis though the sync loaded it (evicted, deleted, a Redis without persistence?): reload (-reload)", ErrFilter, cfg.Filter)
 	case st.Inc != "" && st.Inc != inc:
