@@ -306,6 +306,20 @@ var worldCases = []worldCase{
 	{name: "Redis restarted empty", stops: ErrFilter, says: "gone from Redis",
 		change: func(t *testing.T, w *world) { w.redis.Restart(); w.churn(t, 7) }},
 
+	{name: "Redis permissions revoked", stops: ErrInvalid, says: "permission",
+		cfg: func(w *world, c *Config) {
+			if err := w.rdb.Do(context.Background(), "ACL", "SETUSER", "syncer", "on", ">pw", "~*", "+@all").Err(); err != nil {
+				panic(err)
+			}
+			c.Redis = redis.NewClient(&redis.Options{Addr: w.redis.Addr(), Username: "syncer", Password: "pw"})
+		},
+		change: func(t *testing.T, w *world) {
+			if err := w.rdb.Do(t.Context(), "ACL", "SETUSER", "syncer", "-@scripting").Err(); err != nil {
+				t.Fatal(err)
+			}
+			w.churn(t, 7)
+		}},
+
 	// PostgreSQL.
 	{name: "PostgreSQL restarted", slow: true,
 		change: func(t *testing.T, w *world) { w.server.restart(); w.churn(t, 7) }},

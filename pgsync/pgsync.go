@@ -40,7 +40,8 @@ var (
 	// replica identity without the key, a publication that is missing or
 	// does not publish the table; a database that does not exist, a user
 	// without SELECT on the key column or without REPLICATION; a key column
-	// that is generated, not unique, or text in a database not in UTF8.
+	// that is generated, not unique, or text in a database not in UTF8; a
+	// Redis user refused a command the sync needs (an ACL).
 	// Nothing was written. While streaming, a change of the table, the key
 	// column or the publication that the sync cannot follow stops it with
 	// ErrInvalid too, and so does any ALTER of the key column or of what

@@ -26,7 +26,21 @@ func (s *Sync) Run(ctx context.Context) error {
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if noPermission(err) && !Permanent(err) {
+		return fmt.Errorf("%w: the sync's Redis user may not run a command it needs (%v): running again cannot cure it; give the user scripts (EVAL, EVALSHA) and reads and writes of the filter's keys (ACL SETUSER)", ErrInvalid, err)
+	}
 	return err
+}
+
+// noPermission reports whether err is Redis refusing the sync's user a
+// command (an ACL): NOPERM, or its words inside a script (Redis 7.0, then
+// Valkey and Redis 8).
+func noPermission(err error) bool {
+	if err == nil {
+		return false
+	}
+	m := err.Error()
+	return strings.Contains(m, "NOPERM") || strings.Contains(m, "ACL failure") || strings.Contains(m, "user executing the script can't")
 }
 
 func (s *Sync) run(ctx context.Context) error {
