@@ -245,6 +245,10 @@ var worldCases = []worldCase{
 			w.sql(t, `INSERT INTO items VALUES (7000, 'y')`)
 		}},
 
+	{name: "other tables added to the publication", stops: ErrInvalid, says: "added to the publication", change: do(`CREATE TABLE t2 (a int PRIMARY KEY)`, `CREATE TABLE t3 (a int PRIMARY KEY)`,
+		`ALTER PUBLICATION items_pub ADD TABLE t2`, `ALTER PUBLICATION items_pub SET TABLE items, t3`,
+		`INSERT INTO t3 VALUES (1)`, `INSERT INTO items VALUES (7000, 'y')`)},
+
 	// Other syncs and the stream's content.
 	{name: "second sync on the filter", change: func(t *testing.T, w *world) {
 		for _, slot := range []string{w.cfg.Slot, w.cfg.Slot + "_other"} {
@@ -264,6 +268,7 @@ var worldCases = []worldCase{
 		b.WriteString("BEGIN;")
 		for range 16 {
 			b.WriteString("INSERT INTO items VALUES (5000, 'h'); DELETE FROM items WHERE id = 5000;")
+			b.WriteString("DELETE FROM items WHERE id = 5; INSERT INTO items VALUES (5, 'h');") // a stable key
 		}
 		b.WriteString("COMMIT")
 		w.sql(t, b.String())
@@ -636,4 +641,20 @@ func TestSlotInvalidated(t *testing.T) {
 	if err := keepRunning(ctx, s); !errors.Is(err, ErrSlotMissing) {
 		t.Errorf("the sync on an invalidated slot: %v, want ErrSlotMissing", err)
 	}
+}
+
+// TestPublicationGrows: tables added to the publication stop a running
+// sync (their changes could be a child table's), but leave what the
+// publication sends of the followed table as it was: the next start goes
+// on, no reload needed.
+func TestPublicationGrows(t *testing.T) {
+	e, stop := following(t, 100)
+	stop()
+	e.pg.exec(t, `CREATE TABLE t2 (a int PRIMARY KEY)`, `CREATE TABLE t3 (a int PRIMARY KEY)`,
+		`ALTER PUBLICATION items_pub ADD TABLE t2`, `ALTER PUBLICATION items_pub SET TABLE items, t3`,
+		`INSERT INTO t3 VALUES (1)`, `INSERT INTO items VALUES (7000, 'y')`)
+	s, _ := New(e.config())
+	runSync(t, s)
+	e.caughtUp(t, "items")
+	e.checkEqual(t, "items")
 }
