@@ -326,7 +326,7 @@ var worldCases = []worldCase{
 		}},
 
 	// PostgreSQL.
-	{name: "PostgreSQL restarted", slow: true,
+	{name: "PostgreSQL restarted",
 		change: func(t *testing.T, w *world) { w.server.restart(); w.churn(t, 7) }},
 	{name: "slot dropped", stops: ErrSlotMissing, says: "does not exist",
 		change: func(t *testing.T, w *world) {
@@ -396,6 +396,9 @@ func runWorldCase(t *testing.T, server *postgres, i int, c worldCase) {
 	w.cfg.SlotWait = 2 * time.Second
 	if c.cfg != nil {
 		c.cfg(w, &w.cfg)
+		if w.cfg.Redis != rdb {
+			t.Cleanup(func() { w.cfg.Redis.Close() })
+		}
 	}
 	var err error
 	if w.s, err = New(w.cfg); err != nil {
