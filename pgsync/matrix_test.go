@@ -210,6 +210,10 @@ var worldCases = []worldCase{
 			`ALTER TABLE items REPLICA IDENTITY FULL`},
 		change: do(`BEGIN; ALTER TABLE items RENAME id TO id_old; ALTER TABLE items RENAME other TO id; INSERT INTO items VALUES (7000, 'y', 7001);
 			ALTER TABLE items RENAME id TO other; ALTER TABLE items RENAME id_old TO id; COMMIT`)},
+	{name: "schema dropped from the publication and added back in one transaction", stops: ErrInvalid, says: "altered",
+		setup: []string{`DROP PUBLICATION items_pub`, `CREATE PUBLICATION items_pub FOR TABLES IN SCHEMA public`},
+		change: do(`BEGIN; ALTER PUBLICATION items_pub DROP TABLES IN SCHEMA public; INSERT INTO items VALUES (7000, 'y');
+			ALTER PUBLICATION items_pub ADD TABLES IN SCHEMA public; COMMIT`)},
 	{name: "publication dropped and created again", stops: ErrInvalid, says: "publication",
 		change: do(`BEGIN; DROP PUBLICATION items_pub; INSERT INTO items VALUES (7000, 'y'); CREATE PUBLICATION items_pub FOR TABLE items; COMMIT`,
 			`INSERT INTO items VALUES (7001, 'y')`)},
