@@ -26,7 +26,17 @@ type target struct {
 	// stream stops on a change of any other (a table that came to inherit
 	// from this one, whose rows SELECT would show but the sync misses).
 	published map[uint32]bool
+	// keyVersion is the version (xmin) of the key column's catalog row:
+	// every ALTER of the column writes it (a rename undone too, whose
+	// changes the stream would name by the column renamed to its name);
+	// pubVersion names the versions of the catalog rows that say what the
+	// publication sends of the table (see publicationVersion).
+	keyVersion, pubVersion string
 }
+
+// version names the catalog's versions that the sync follows: a change
+// of either, even undone, stops it.
+func (t target) version() string { return "key " + t.keyVersion + ", publication " + t.pubVersion }
 
 // keyTypes are the types whose text form identifies a value: two keys are
 // equal exactly when their texts are, in the snapshot and in the stream
@@ -74,11 +84,11 @@ func checkTarget(ctx context.Context, db *pgx.Conn, cfg Config) (target, error) 
 		return t, fmt.Errorf("%w: %s has tables that inherit from it, whose rows its SELECT shows but whose changes the stream names by their own table: follow a table without children", ErrInvalid, t.name)
 	}
 	var typ, generated string
-	err = db.QueryRow(ctx, `SELECT a.attname, a.attnum, a.atttypid, a.attgenerated::text,
+	err = db.QueryRow(ctx, `SELECT a.attname, a.attnum, a.xmin::text, a.atttypid, a.attgenerated::text,
 			CASE WHEN ty.typtype = 'd' THEN (SELECT b.typname FROM pg_type b WHERE b.oid = ty.typbasetype) ELSE ty.typname END
 		FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
 		WHERE a.attrelid = $1 AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, t.oid, cfg.KeyColumn).
-		Scan(&t.column, &t.attnum, &t.typ, &generated, &typ)
+		Scan(&t.column, &t.attnum, &t.keyVersion, &t.typ, &generated, &typ)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, fmt.Errorf("%w: table %s has no column %q: check -key (Config.KeyColumn)", ErrInvalid, t.name, cfg.KeyColumn)
 	}
@@ -240,6 +250,9 @@ func checkPublication(ctx context.Context, db *pgx.Conn, cfg Config, t *target) 
 		return fmt.Errorf("%w: publication %q leaves column %s of %s out: its changes would not carry the key; ALTER PUBLICATION %s SET TABLE %s (without a column list), or a publication of its own for the sync",
 			ErrInvalid, cfg.Publication, t.column, t.name, quoteIdent(cfg.Publication), t.name)
 	}
+	if t.pubVersion, err = publicationVersion(ctx, db, cfg.Publication, t.oid); err != nil {
+		return err
+	}
 	rows, err := db.Query(ctx, `SELECT format('%I.%I', schemaname, tablename)::regclass::oid FROM pg_publication_tables WHERE pubname = $1`, cfg.Publication)
 	if err != nil {
 		return fmt.Errorf("pgsync: postgres: publication %q: %w", cfg.Publication, err)
@@ -267,6 +280,7 @@ type slotInfo struct {
 	active    bool
 	activePID int32
 	confirmed pglogrepl.LSN // confirmed_flush_lsn: what the sync told the slot it holds
+	lost      bool          // invalidated: the WAL it needs is gone (max_slot_wal_keep_size)
 }
 
 // readSlot reads the slot's row, if any.
@@ -276,8 +290,9 @@ func readSlot(ctx context.Context, db *pgx.Conn, name string) (slotInfo, error) 
 	var plugin, database *string
 	var pid *int32
 	var confirmed *string
-	err := db.QueryRow(ctx, `SELECT plugin, slot_type, database, active, active_pid, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, name).
-		Scan(&plugin, &typ, &database, &s.active, &pid, &confirmed)
+	err := db.QueryRow(ctx, `SELECT plugin, slot_type, database, active, active_pid, confirmed_flush_lsn::text, coalesce(wal_status = 'lost', false)
+		FROM pg_replication_slots WHERE slot_name = $1`, name).
+		Scan(&plugin, &typ, &database, &s.active, &pid, &confirmed, &s.lost)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, nil
 	}
@@ -329,4 +344,33 @@ func checkSlot(s slotInfo, name, database string) error {
 		return fmt.Errorf("%w: slot %s is not a pgoutput logical slot of database %s (plugin %q, database %q): it is another consumer's; choose another -slot", ErrInvalid, name, database, s.plugin, s.database)
 	}
 	return nil
+}
+
+// publicationVersion names the versions (xmin) of the catalog rows that
+// say what the publication sends of the table: its own row (publish,
+// FOR ALL TABLES), the table's membership (row filter, column list) and
+// its schema's (FOR TABLES IN SCHEMA). Any ALTER PUBLICATION that could
+// change what is sent writes one of them, and a change undone writes it
+// again: the rows look as before, the version does not. The stream is
+// decoded with the catalog as it was at each change, so a publication
+// that left changes out for a moment, then was put back, leaves no other
+// trace than this. VACUUM, even FREEZE or FULL, keeps xmin.
+func publicationVersion(ctx context.Context, db *pgx.Conn, pub string, table uint32) (string, error) {
+	schema := `'-'` // before PostgreSQL 15, no publication holds a schema
+	var version int
+	if err := db.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return "", fmt.Errorf("pgsync: postgres: %w", err)
+	}
+	if version >= 150000 {
+		schema = `coalesce((SELECT n.xmin::text FROM pg_publication_namespace n JOIN pg_class c ON c.relnamespace = n.pnnspid
+			WHERE n.pnpubid = p.oid AND c.oid = $2), '-')`
+	}
+	var v string
+	err := db.QueryRow(ctx, `SELECT p.oid::text || '/' || p.xmin::text
+		|| '/' || coalesce((SELECT r.xmin::text FROM pg_publication_rel r WHERE r.prpubid = p.oid AND r.prrelid = $2), '-')
+		|| '/' || `+schema+` FROM pg_publication p WHERE p.pubname = $1`, pub, table).Scan(&v)
+	if err != nil {
+		return "", fmt.Errorf("pgsync: postgres: publication %q: %w", pub, err)
+	}
+	return v, nil
 }

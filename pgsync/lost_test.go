@@ -43,34 +43,3 @@ func TestReloadInPlace(t *testing.T) {
 		}
 	})
 }
-
-// TestFilterLostWhileStreaming: the filter's keys deleted while the sync
-// streams stop it with ErrFilter at its next write, which makes nothing:
-// no empty filter passes for the table's.
-func TestFilterLostWhileStreaming(t *testing.T) {
-	e := newEnv(t)
-	e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(1, 1000) g`)
-	s, err := New(e.config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(t.Context()) }()
-	e.caughtUp(t, "items")
-	if err := e.rdb.Del(t.Context(), "rbloom:{items}").Err(); err != nil {
-		t.Fatal(err)
-	}
-	e.pg.exec(t, `INSERT INTO items VALUES (5000, 'y')`)
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrFilter) {
-			t.Fatalf("Run after the filter was deleted = %v, want ErrFilter", err)
-		}
-		t.Log(err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the sync went on for 20s after its filter was deleted")
-	}
-	if n := e.rdb.Exists(t.Context(), "rbloom:{items}").Val(); n != 0 {
-		t.Error("the sync made the filter again")
-	}
-}

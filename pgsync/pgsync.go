@@ -40,10 +40,13 @@ var (
 	// replica identity without the key, a publication that is missing or
 	// does not publish the table; a database that does not exist, a user
 	// without SELECT on the key column or without REPLICATION; a key column
-	// that is generated, not unique, or text in a database not in UTF8.
+	// that is generated, not unique, or text in a database not in UTF8; a
+	// Redis user refused a command the sync needs (an ACL).
 	// Nothing was written. While streaming, a change of the table, the key
 	// column or the publication that the sync cannot follow stops it with
-	// ErrInvalid too.
+	// ErrInvalid too, and so does any ALTER of the key column or of what
+	// the publication sends of the table, even one undone (the stream was
+	// decoded with the altered catalog).
 	ErrInvalid = errors.New("pgsync: invalid sync")
 
 	// ErrSlotActive is returned when another process streams from the
@@ -63,10 +66,12 @@ var (
 	// ErrFilter is returned when the filter in Redis cannot be the one
 	// this sync keeps: a classic filter, a filter that exists without the
 	// sync's state (loaded by someone else), a filter missing while the
-	// state says it was loaded, a state written by a sync of another
-	// table, column or slot, or of a table since dropped and created
-	// again, or a group left pending by a version of pgsync that applies
-	// groups otherwise. Nothing was written.
+	// state says it was loaded or one deleted and made again since, a
+	// state written by a sync of another table, column or slot, or of a
+	// table since dropped and created again, or a group left pending by a
+	// version of pgsync that applies groups otherwise. Nothing was
+	// written. While streaming, a filter that vanishes or is made again
+	// stops the sync with ErrFilter too.
 	ErrFilter = errors.New("pgsync: filter not kept by this sync")
 
 	// ErrWindowPassed is returned when the sync stopped while applying
@@ -195,7 +200,8 @@ type Stats struct {
 	Applied, Transactions int64
 	// RemoveMisses counts removes that found their key definitely absent
 	// (nothing changed). Non-zero means the filter lost keys it should
-	// hold: it was reset behind the sync's back. Reload.
+	// hold (removed or reset behind the sync's back): the sync stops with
+	// ErrFilter. Reload.
 	RemoveMisses int64
 	// Replayed counts the groups a stopped run had left pending and this
 	// one applied again under the same ids.

@@ -26,7 +26,21 @@ func (s *Sync) Run(ctx context.Context) error {
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if noPermission(err) && !Permanent(err) {
+		return fmt.Errorf("%w: the sync's Redis user may not run a command it needs (%v): running again cannot cure it; give the user scripts (EVAL, EVALSHA) and reads and writes of the filter's keys (ACL SETUSER)", ErrInvalid, err)
+	}
 	return err
+}
+
+// noPermission reports whether err is Redis refusing the sync's user a
+// command (an ACL): NOPERM, or its words inside a script (Redis 7.0, then
+// Valkey and Redis 8).
+func noPermission(err error) bool {
+	if err == nil {
+		return false
+	}
+	m := err.Error()
+	return strings.Contains(m, "NOPERM") || strings.Contains(m, "ACL failure") || strings.Contains(m, "user executing the script can't")
 }
 
 func (s *Sync) run(ctx context.Context) error {
@@ -106,6 +120,13 @@ func (s *Sync) follow(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t 
 		return fmt.Errorf("pgsync: redis: %w", err)
 	}
 
+	var inc string
+	if exists {
+		if inc, _, err = readIncarnation(ctx, cfg.Redis, filterKey(cfg.KeyPrefix, cfg.Filter)); err != nil {
+			return err
+		}
+	}
+
 	fresh := false
 	switch {
 	case cfg.Reload:
@@ -131,14 +152,21 @@ func (s *Sync) follow(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t 
 			ErrFilter, t.column, t.name, cfg.Filter, st.Attnum, t.attnum)
 	case !slot.exists:
 		return fmt.Errorf("%w: slot %s, which the sync of filter %s streams from, does not exist: the changes since it was dropped are lost to the filter; reload (-reload)", ErrSlotMissing, cfg.Slot, cfg.Filter)
+	case slot.lost:
+		return fmt.Errorf("%w: slot %s, which the sync of filter %s streams from, was invalidated (it held more WAL than max_slot_wal_keep_size): the changes since are lost to the filter; reload (-reload)", ErrSlotMissing, cfg.Slot, cfg.Filter)
 	case !exists:
 		return fmt.Errorf("%w: filter %s is missing from Redis though the sync loaded it (evicted, deleted, a Redis without persistence?): reload (-reload)", ErrFilter, cfg.Filter)
+	case st.Inc != "" && st.Inc != inc:
+		return fmt.Errorf("%w: filter %s was deleted and made again (Create, or a load by something else) since the sync loaded it: the keys the sync put in it are gone; reload (-reload)", ErrFilter, cfg.Filter)
+	case st.Catalog != "" && st.Catalog != t.version():
+		return fmt.Errorf("%w: key column %s or publication of %s was altered since filter %s was loaded (catalog rows now %s, were %s): even if it looks as before now, changes sent meanwhile may have been left out or read from another column; reload (-reload)",
+			ErrInvalid, t.column, t.name, cfg.Filter, t.version(), st.Catalog)
 	case slot.confirmed > st.LSN:
 		// The sync confirms to the slot only what its state says the
 		// filter holds: a state behind the slot came back from an older
 		// Redis (a restart from a snapshot that missed the last writes),
 		// and the changes between are lost to the filter.
-		return fmt.Errorf("%w: filter %s's sync state holds changes up to %s, but slot %s was told %s: Redis lost the filter's last writes (restarted from an older snapshot?); reload (-reload)",
+		return fmt.Errorf("%w: filter %s's sync state holds changes up to %s, but slot %s was told %s: Redis lost the filter's last writes (restarted from an older snapshot?), or the slot was dropped and made again by another sync (a -reload of another filter through it?); reload (-reload)",
 			ErrFilter, cfg.Filter, st.LSN, cfg.Slot, slot.confirmed)
 	case st.Pending > st.LSN:
 		if st.PendingV != callsVersion {
@@ -172,8 +200,15 @@ func (s *Sync) follow(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t 
 			return err
 		}
 		s.cfg.Reload = false // loaded: a later Run goes on from here
+		inc = st.Inc
+	} else if st.Inc == "" || st.Catalog == "" {
+		// A state of a version that did not keep them: from now on.
+		st.Inc, st.Catalog = inc, t.version()
+		if err := cfg.Redis.HSet(ctx, key, "inc", st.Inc, "catalog", st.Catalog).Err(); err != nil {
+			return fmt.Errorf("pgsync: redis: %w", err)
+		}
 	}
-	str := &stream{s: s, cfg: cfg, conn: repl, db: db, f: f, t: t, key: key,
+	str := &stream{s: s, cfg: cfg, conn: repl, db: db, f: f, t: t, key: key, inc: inc,
 		cp: st.CP, applied: st.LSN, pending: st.Pending, pendingAt: st.PendingAt, keyIdx: -1}
 	s.update(func(x *Stats) { x.Phase = "streaming"; x.AppliedLSN = st.LSN.String() })
 	return str.run(ctx)
@@ -297,9 +332,13 @@ func (s *Sync) load(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t ta
 		return st, f, err
 	}
 	s.warnOverfull()
-	st.Phase, st.LSN, st.At = "loaded", st.CP, time.Now()
+	if st.Inc, _, err = readIncarnation(ctx, cfg.Redis, filterKey(cfg.KeyPrefix, cfg.Filter)); err != nil {
+		return st, f, err
+	}
+	st.Phase, st.LSN, st.At, st.Catalog = "loaded", st.CP, time.Now(), t.version()
 	if err := cfg.Redis.HSet(ctx, key, "table", st.Table, "column", st.Column, "slot", st.Slot, "publication", st.Publication,
-		"oid", st.OID, "attnum", st.Attnum, "cp", st.CP.String(), "phase", st.Phase, "lsn", st.LSN.String(), "at", unixMilli(st.At)).Err(); err != nil {
+		"oid", st.OID, "attnum", st.Attnum, "cp", st.CP.String(), "phase", st.Phase, "lsn", st.LSN.String(), "at", unixMilli(st.At),
+		"catalog", st.Catalog, "inc", st.Inc).Err(); err != nil {
 		return st, f, fmt.Errorf("pgsync: redis: %w", err)
 	}
 	return st, f, nil

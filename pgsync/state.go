@@ -2,6 +2,7 @@ package pgsync
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -33,9 +34,16 @@ import (
 //	pending_at  when pending was written (Unix ms)
 //	pending_v   the version of the cutting of groups into calls that
 //	            applied it (callsVersion)
+//	catalog     the versions of the catalog rows of the key column and
+//	            the publication (target.version): a change, even undone,
+//	            stops the sync (absent in states written before it was kept)
+//	inc         the incarnation of the filter's root partition (bytes
+//	            49-56 of its header), hex: a filter deleted and made again
+//	            has another (absent in states written before it was kept)
 type state struct {
 	Table, Column, Slot, Publication string
 	OID, Attnum                      string
+	Catalog, Inc                     string
 	CP                               pglogrepl.LSN
 	Phase                            string
 	LSN                              pglogrepl.LSN
@@ -44,6 +52,34 @@ type state struct {
 	PendingAt                        time.Time
 	PendingV                         string
 	exists                           bool
+}
+
+// filterKey is the key of the filter's root partition, which shares the
+// state's hash tag.
+func filterKey(prefix, filter string) string {
+	if prefix == "" {
+		prefix = rbloom.DefaultKeyPrefix
+	}
+	return prefix + "{" + filter + "}"
+}
+
+// readIncarnation reads the incarnation of the filter's root partition,
+// hex encoded; exists is false when the partition is missing.
+func readIncarnation(ctx context.Context, rdb redis.UniversalClient, key string) (inc string, exists bool, err error) {
+	pipe := rdb.Pipeline()
+	n := pipe.Exists(ctx, key)
+	b := pipe.GetRange(ctx, key, 49, 56)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return "", false, fmt.Errorf("pgsync: redis: read %s: %w", key, err)
+	}
+	return hex.EncodeToString([]byte(b.Val())), n.Val() == 1, nil
+}
+
+// rawIncarnation is the header's bytes of an incarnation readIncarnation
+// returned ("" for "").
+func rawIncarnation(inc string) string {
+	b, _ := hex.DecodeString(inc)
+	return string(b)
 }
 
 // stateKey is the key of the sync's state for a filter.
@@ -64,7 +100,7 @@ func readState(ctx context.Context, rdb redis.UniversalClient, key string) (stat
 		return state{}, nil
 	}
 	st := state{Table: m["table"], Column: m["column"], Slot: m["slot"], Publication: m["publication"],
-		OID: m["oid"], Attnum: m["attnum"], Phase: m["phase"], PendingV: m["pending_v"], exists: true}
+		OID: m["oid"], Attnum: m["attnum"], Catalog: m["catalog"], Inc: m["inc"], Phase: m["phase"], PendingV: m["pending_v"], exists: true}
 	lsn := func(f string) (pglogrepl.LSN, error) {
 		if m[f] == "" {
 			return 0, nil

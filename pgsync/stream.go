@@ -42,6 +42,7 @@ type stream struct {
 	t    target
 	key  string
 
+	inc       string        // the incarnation of the filter's root partition, as loaded
 	cp        pglogrepl.LSN // the slot's consistent point: part of every id
 	applied   pglogrepl.LSN // every commit before it is in the filter
 	pending   pglogrepl.LSN // a group left pending by the last run ends here (0: none)
@@ -427,16 +428,16 @@ func (x *stream) flush(ctx context.Context) error {
 	if err := x.s.at("pending"); err != nil {
 		return err
 	}
-	var misses int64
+	var missed []string
 	for _, c := range calls(x.cp, group) {
 		if c.remove {
 			removed, err := x.f.RemoveManyOnce(ctx, c.keys, c.id)
 			if err != nil {
 				return x.filterError(err)
 			}
-			for _, r := range removed {
+			for i, r := range removed {
 				if !r {
-					misses++
+					missed = append(missed, c.keys[i])
 				}
 			}
 		} else if _, err := x.f.AddManyOnce(ctx, c.keys, c.id); err != nil {
@@ -446,10 +447,13 @@ func (x *stream) flush(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := x.lostKeys(missed); err != nil {
+		return err
+	}
 	if err := x.record(ctx, end); err != nil {
 		return err
 	}
-	x.counted(group, misses)
+	x.counted(group)
 	if err := x.s.at("applied"); err != nil {
 		return err
 	}
@@ -476,15 +480,29 @@ func (x *stream) record(ctx context.Context, end pglogrepl.LSN) error {
 // pending mark, and the group it marked would be regrouped otherwise and
 // named by other ids on replay.
 //
-// KEYS[1] the state; ARGV[1] 'pending' (mark the group ending at ARGV[3]
-// pending) or 'record' (record it applied); ARGV[2] the lsn this sync last
-// recorded; ARGV[3] the group's end; ARGV[4] the time in ms; ARGV[5] the
-// version of calls.
+// It also checks that the filter is the one the sync loaded: its root
+// partition, which shares the state's hash tag, still has the incarnation
+// it had then. A filter deleted and made again (Create, a load) has
+// another, and every key the sync put in it is gone.
+//
+// KEYS[1] the state, KEYS[2] the filter's root partition; ARGV[1]
+// 'pending' (mark the group ending at ARGV[3] pending) or 'record' (record
+// it applied); ARGV[2] the lsn this sync last recorded; ARGV[3] the
+// group's end; ARGV[4] the time in ms; ARGV[5] the version of calls;
+// ARGV[6] the incarnation ("": not checked).
 var fenceScript = redis.NewScript(`
 local lsn = redis.call('HGET', KEYS[1], 'lsn')
 local pending = redis.call('HGET', KEYS[1], 'pending')
 if not lsn then
   return redis.error_reply('PGSYNC_GONE')
+end
+if ARGV[6] ~= '' then
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    return redis.error_reply('PGSYNC_FILTER_GONE')
+  end
+  if redis.call('GETRANGE', KEYS[2], 49, 56) ~= ARGV[6] then
+    return redis.error_reply('PGSYNC_FILTER_REPLACED')
+  end
 end
 if lsn ~= ARGV[2] or (pending and pending ~= ARGV[3]) then
   return redis.error_reply('PGSYNC_STALE ' .. lsn .. ' ' .. (pending or 'none'))
@@ -500,10 +518,16 @@ return 'ok'
 
 // fence runs fenceScript; a stale sync gets ErrFilter and stops.
 func (x *stream) fence(ctx context.Context, step string, end pglogrepl.LSN, now time.Time) error {
-	err := fenceScript.Run(ctx, x.cfg.Redis, []string{x.key}, step, x.applied.String(), end.String(), unixMilli(now), callsVersion).Err()
+	err := fenceScript.Run(ctx, x.cfg.Redis, []string{x.key, filterKey(x.cfg.KeyPrefix, x.cfg.Filter)},
+		step, x.applied.String(), end.String(), unixMilli(now), callsVersion, rawIncarnation(x.inc)).Err()
+	if redis.HasErrorPrefix(err, "PGSYNC_FILTER_GONE") {
+		return x.filterError(rbloom.ErrNotFound)
+	}
+	if redis.HasErrorPrefix(err, "PGSYNC_FILTER_REPLACED") {
+		return x.filterReplaced()
+	}
 	if redis.HasErrorPrefix(err, "PGSYNC_GONE") {
-		return fmt.Errorf("%w: the sync state %s of filter %s is gone from Redis (FLUSHALL, eviction, or a restart without persistence), and the filter's writes may be gone with it: reload (-reload)",
-			ErrFilter, x.key, x.cfg.Filter)
+		return x.stateGone()
 	}
 	if redis.HasErrorPrefix(err, "PGSYNC_STALE") {
 		var lsn, pending string
@@ -528,8 +552,59 @@ func (x *stream) filterError(err error) error {
 	return fmt.Errorf("pgsync: redis: %w", err)
 }
 
+// stateGone is the error of a sync state gone from Redis.
+func (x *stream) stateGone() error {
+	return fmt.Errorf("%w: the sync state %s of filter %s is gone from Redis (FLUSHALL, eviction, or a restart without persistence), and the filter's writes may be gone with it: reload (-reload)",
+		ErrFilter, x.key, x.cfg.Filter)
+}
+
+// lostKeys stops the sync when removes found keys of the table absent
+// from the filter: it lost keys it should hold (written by something else
+// than the sync, or reset), so other keys of the table may test absent
+// too. The group is left pending: a run again replays it, answered from
+// its records, and stops the same way until a reload.
+func (x *stream) lostKeys(missed []string) error {
+	if len(missed) == 0 {
+		return nil
+	}
+	x.s.update(func(st *Stats) { st.RemoveMisses += int64(len(missed)) })
+	return fmt.Errorf("%w: %d keys the table held (%q...) were absent from filter %s when their rows went: the filter lost keys it should hold (removed or reset by something else than the sync), and others may test absent; reload (-reload)",
+		ErrFilter, len(missed), missed[:min(len(missed), 3)], x.cfg.Filter)
+}
+
+// filterReplaced is the error of a filter made again since the sync
+// loaded it.
+func (x *stream) filterReplaced() error {
+	return fmt.Errorf("%w: filter %s was deleted and made again (Create, or a load by something else) while the sync followed it: the keys the sync put in it are gone; reload (-reload)",
+		ErrFilter, x.cfg.Filter)
+}
+
+// checkFilter checks that the filter is still the one the sync loaded:
+// there, with the incarnation it had.
+func (x *stream) checkFilter(ctx context.Context) error {
+	if x.inc == "" {
+		return nil
+	}
+	inc, exists, err := readIncarnation(ctx, x.cfg.Redis, filterKey(x.cfg.KeyPrefix, x.cfg.Filter))
+	if err != nil {
+		return err
+	}
+	if !exists {
+		if n, err := x.cfg.Redis.Exists(ctx, x.key).Result(); err == nil && n == 0 {
+			return x.stateGone() // the state went with it: a flush, a restart
+		}
+	}
+	switch {
+	case !exists:
+		return x.filterError(rbloom.ErrNotFound)
+	case inc != x.inc:
+		return x.filterReplaced()
+	}
+	return nil
+}
+
 // counted adds an applied group to the stats.
-func (x *stream) counted(group []*txn, misses int64) {
+func (x *stream) counted(group []*txn) {
 	var n int64
 	for _, t := range group {
 		n += int64(len(t.ops))
@@ -542,7 +617,6 @@ func (x *stream) counted(group []*txn, misses int64) {
 	st := &x.s.stats
 	st.Applied += n
 	st.Transactions += int64(len(group))
-	st.RemoveMisses += misses
 	st.LastApplyLag = now.Sub(group[0].at)
 	x.group, x.groupOps = nil, 0
 	if x.s.applied != nil {
@@ -581,23 +655,26 @@ func (x *stream) applyTruncate(ctx context.Context, t *txn) error {
 	if err := rebuildFrom(ctx, x.f, adds); err != nil {
 		return fmt.Errorf("pgsync: redis: truncate: %w", err)
 	}
-	var misses int64
+	var missed []string
 	for _, keys := range removes {
 		removed, err := x.f.RemoveMany(ctx, keys)
 		if err != nil {
 			return x.filterError(err)
 		}
-		for _, r := range removed {
+		for i, r := range removed {
 			if !r {
-				misses++
+				missed = append(missed, keys[i])
 			}
 		}
+	}
+	if err := x.lostKeys(missed); err != nil {
+		return err
 	}
 	if err := x.record(ctx, t.end); err != nil {
 		return err
 	}
 	x.group = []*txn{t}
-	x.counted(x.group, misses)
+	x.counted(x.group)
 	return nil
 }
 
@@ -669,7 +746,11 @@ func (x *stream) recheck(ctx context.Context) error {
 	if err := checkPublication(ctx, x.db, x.cfg, &t); err != nil {
 		return stop(err)
 	}
-	return nil
+	if t.version() != x.t.version() {
+		return fmt.Errorf("%w: key column %s or publication %s of %s was altered while the sync of filter %s followed it (catalog rows now %s, were %s): even if it looks as before now, changes sent meanwhile may have been left out or read from another column; reload (-reload)",
+			ErrInvalid, t.column, x.cfg.Publication, t.name, x.cfg.Filter, t.version(), x.t.version())
+	}
+	return x.checkFilter(ctx)
 }
 
 // serverAt notes the end of the server's WAL.
