@@ -28,8 +28,12 @@ import (
 func earlierField(id string) string { return "from:" + id }
 
 // layoutCache holds the earlier layouts a handle checks: loaded by its
-// first batch under an operation id, and again after a batch fails, which
-// is how a handle learns its filter was switched under it.
+// first batch under an operation id, and kept only when the root partition
+// then had the handle's own parameters. A resize records the layout it
+// leaves before it switches any partition, so a list read once the switch
+// is done is complete; a handle whose parameters were not yet the
+// filter's reads it again at each batch (and its batches fail as long as
+// they are not). It is read again after a batch fails too.
 type layoutCache struct{ v atomic.Pointer[[]earlier] }
 
 // earlier is a layout the filter had before a resize: a handle of it, and
@@ -65,8 +69,15 @@ func (f *filter) earlierLayouts(ctx context.Context) ([]earlier, error) {
 	}
 	pipe := f.rdb.Pipeline()
 	all := pipe.HGetAll(ctx, resizedKey(f.prefix, f.name))
+	root := pipe.GetRange(ctx, f.parts[0].key, 0, identitySize-1)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
+	}
+	if id := root.Val(); id != "" && id != f.parts[0].head[:identitySize] {
+		// Another filter's parameters: the batch's calls would be
+		// refused, and a resize to this handle's may be switching now,
+		// after the list above was read.
+		return nil, failf(ErrParamsMismatch, "%s holds a filter of other parameters than this handle's", f.parts[0].key)
 	}
 	var out []earlier
 	for field, v := range all.Val() {
@@ -80,7 +91,9 @@ func (f *filter) earlierLayouts(ctx context.Context) ([]earlier, error) {
 		at := time.UnixMilli(int64(binary.BigEndian.Uint64([]byte(v[headerSize:]))))
 		out = append(out, earlier{f: f.withHeader(h), at: at})
 	}
-	f.layouts.v.Store(&out)
+	if root.Val() != "" {
+		f.layouts.v.Store(&out)
+	}
 	return out, nil
 }
 
