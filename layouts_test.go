@@ -80,3 +80,18 @@ func onceAcrossResizedCut(t *testing.T, rdb redis.UniversalClient) {
 		})
 	}
 }
+
+// TestOnceOtherParameters: a batch under an operation id through a handle
+// whose parameters no resize came from is refused with ErrParamsMismatch,
+// and writes nothing.
+func TestOnceOtherParameters(t *testing.T) {
+	rdb := realRedis(t)
+	c := created(t, newCounting(t, rdb, "once-other", Options{Capacity: 1000, Partitions: 2}))
+	other := newCounting(t, rdb, "once-other", Options{Capacity: 5000, Partitions: 2})
+	if _, err := other.AddManyOnce(ctx, []string{"a", "b"}, "id"); !errors.Is(err, ErrParamsMismatch) {
+		t.Fatalf("AddManyOnce through a handle of other parameters: %v, want ErrParamsMismatch", err)
+	}
+	if n := must(c.CountMany(ctx, []string{"a", "b"})).on(t); !slices.Equal(n, []int{0, 0}) {
+		t.Fatalf("counts after the refused batch: %v, want [0 0]", n)
+	}
+}
