@@ -701,3 +701,183 @@ func TestRestoreScriptForged(t *testing.T) {
 		t.Fatalf("install = %q, want %q", got, restoreOK)
 	}
 }
+
+// sourceDump makes a counting filter of p partitions called name, adds
+// items and returns its dump.
+func sourceDump(t *testing.T, rdb *redis.Client, name string, p int, items []string) []byte {
+	t.Helper()
+	f := must(NewCounting(rdb, name, Options{Capacity: 20_000, Partitions: p})).on(t)
+	created(t, f)
+	must(f.AddMany(ctx, items)).on(t)
+	return dumpOf(t, f)
+}
+
+// partitionKeysLeft returns the keys of the partitions of the filter name,
+// at any of the numbers of partitions ps, that exist.
+func partitionKeysLeft(t *testing.T, rdb *redis.Client, name string, ps ...int) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	var left []string
+	for _, p := range ps {
+		for _, k := range partitionKeys(DefaultKeyPrefix, name, p) {
+			for _, key := range []string{k, leaseKey(k)} {
+				if !seen[key] && rdb.Exists(ctx, key).Val() == 1 {
+					left = append(left, key)
+				}
+				seen[key] = true
+			}
+		}
+	}
+	slices.Sort(left)
+	return left
+}
+
+// TestRestoreReplaceOtherP replaces a 5-partition filter that Open
+// refuses (its root partition lost) with a 2-partition dump: none of the
+// 5-partition filter's keys may stay.
+func TestRestoreReplaceOtherP(t *testing.T) {
+	rdb := realRedis(t)
+	items := []string{"a", "b", "c", "d"}
+	two := sourceDump(t, rdb, "two", 2, items)
+	old := must(NewCounting(rdb, "rp", Options{Capacity: 20_000, Partitions: 5})).on(t)
+	created(t, old)
+	twoKeys := partitionKeys(DefaultKeyPrefix, "rp", 2)
+	rdb.Del(ctx, keyOf(DefaultKeyPrefix, "rp")) // its root lost: Open refuses it (ErrDamaged)
+	g := must(RestoreReplace(ctx, rdb, "rp", Options{}, bytes.NewReader(two))).on(t)
+	if got, want := partitionKeysLeft(t, rdb, "rp", 2, 5), slices.Sorted(slices.Values(twoKeys)); !slices.Equal(got, want) {
+		t.Fatalf("after RestoreReplace at P = 2 over P = 5: keys %v, want %v", got, want)
+	}
+	for i, ok := range must(g.TestMany(ctx, items)).on(t) {
+		if !ok {
+			t.Fatalf("restored: %q absent", items[i])
+		}
+	}
+}
+
+// TestRestoreReplaceRaceOtherP runs two RestoreReplace of one name at
+// once, with dumps of 2 and 5 partitions: after both, the keys are those
+// of one whole filter, the last one installed, and a call that returned
+// nil has its filter there unless the other replaced it after.
+func TestRestoreReplaceRaceOtherP(t *testing.T) {
+	rdb := realRedis(t)
+	ia, ib := []string{"a1", "a2", "a3"}, []string{"b1", "b2", "b3"}
+	da, db := sourceDump(t, rdb, "srcA", 2, ia), sourceDump(t, rdb, "srcB", 5, ib)
+	c1 := redis.NewClient(rdb.Options())
+	c2 := redis.NewClient(rdb.Options())
+	defer c1.Close()
+	defer c2.Close()
+	for round := range 40 {
+		var e1, e2 error
+		var wg sync.WaitGroup
+		wg.Go(func() { _, e1 = RestoreReplace(ctx, c1, "rr", Options{}, bytes.NewReader(da)) })
+		wg.Go(func() { _, e2 = RestoreReplace(ctx, c2, "rr", Options{}, bytes.NewReader(db)) })
+		wg.Wait()
+		for _, err := range []error{e1, e2} {
+			if err != nil && strings.Contains(err.Error(), "stay loading") {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if e1 != nil && e2 != nil {
+			t.Logf("round %d: both failed: %v; %v", round, e1, e2)
+		}
+		left := partitionKeysLeft(t, rdb, "rr", 2, 5)
+		g, err := Open(ctx, rdb, "rr", Options{})
+		if err != nil {
+			if len(left) > 0 {
+				t.Fatalf("round %d: e1 = %v, e2 = %v; Open = %v, keys %v left", round, e1, e2, err, left)
+			}
+			continue
+		}
+		info := must(g.Info(ctx)).on(t)
+		want := slices.Sorted(slices.Values(partitionKeys(DefaultKeyPrefix, "rr", len(info.Partitions))))
+		if !slices.Equal(left, want) {
+			t.Fatalf("round %d: e1 = %v, e2 = %v; the filter of %d partitions has keys %v, want %v", round, e1, e2, len(info.Partitions), left, want)
+		}
+		items, won := ia, e1
+		if len(info.Partitions) == 5 {
+			items, won = ib, e2
+		}
+		if won != nil {
+			t.Fatalf("round %d: the filter of %d partitions is there, its restore returned %v", round, len(info.Partitions), won)
+		}
+		for i, ok := range must(g.TestMany(ctx, items)).on(t) {
+			if !ok {
+				t.Fatalf("round %d: %q absent", round, items[i])
+			}
+		}
+		must(0, g.Drop(ctx)).on(t)
+	}
+}
+
+// stepHook is a go-redis hook that runs on, once, when a pipeline holds
+// restore.lua's step; after it is sent, or instead of it when fail is set.
+type stepHook struct {
+	step string
+	fail bool
+	on   func()
+	done atomic.Bool
+}
+
+func (h *stepHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *stepHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *stepHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		hit := false
+		for _, c := range cmds {
+			if args := c.Args(); len(args) > 5 && (args[0] == "evalsha" || args[0] == "eval") && slices.Contains(args, any(h.step)) {
+				hit = true
+			}
+		}
+		if !hit || h.done.Load() {
+			return next(ctx, cmds)
+		}
+		h.done.Store(true)
+		err := next(ctx, cmds)
+		h.on()
+		if h.fail {
+			for _, c := range cmds {
+				c.SetErr(errors.New("reply lost"))
+			}
+			return errors.New("reply lost")
+		}
+		return err
+	}
+}
+
+// TestRestoreDeadlineAtInstall ends the caller's context as the install
+// is sent, and loses the reply of the open: once installed, a restore is
+// opened or undone, and its error says which.
+func TestRestoreDeadlineAtInstall(t *testing.T) {
+	rdb := realRedis(t)
+	items := []string{"a", "b", "c"}
+	d := sourceDump(t, rdb, "src", 3, items)
+	for _, tc := range []struct {
+		step string
+		fail bool
+	}{{"install", false}, {"open", true}} {
+		c := redis.NewClient(rdb.Options())
+		defer c.Close()
+		cctx, cancel := context.WithCancel(ctx)
+		c.AddHook(&stepHook{step: tc.step, fail: tc.fail, on: cancel})
+		_, err := Restore(cctx, c, "dl", Options{}, bytes.NewReader(d))
+		cancel()
+		left := partitionKeysLeft(t, rdb, "dl", 3)
+		g := must(NewCounting(rdb, "dl", Options{Capacity: 20_000, Partitions: 3})).on(t)
+		if err != nil {
+			if len(left) > 0 {
+				t.Fatalf("%s: Restore = %v, and keys %v left", tc.step, err, left)
+			}
+			continue
+		}
+		for i, ok := range must(g.TestMany(ctx, items)).on(t) {
+			if !ok {
+				t.Fatalf("%s: Restore returned nil, %q absent", tc.step, items[i])
+			}
+		}
+		if tc.step == "install" {
+			t.Logf("%s: the restore was completed", tc.step)
+		}
+		must(0, g.Drop(ctx)).on(t)
+	}
+}
