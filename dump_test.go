@@ -3,10 +3,12 @@ package rbloom
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -879,5 +881,71 @@ func TestRestoreDeadlineAtInstall(t *testing.T) {
 			t.Logf("%s: the restore was completed", tc.step)
 		}
 		must(0, g.Drop(ctx)).on(t)
+	}
+}
+
+// reforge rewrites the dump b with edit applied to its file header's
+// filter header and to its partitions' item counts, every checksum made
+// right again.
+func reforge(b []byte, edit func(head []byte, items []int64)) []byte {
+	crc := func(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+	head := append([]byte(nil), b[12:76]...)
+	var items []int64
+	var data [][]byte
+	for off := dumpHeadSize; string(b[off:off+4]) == sectionMagic; {
+		n := int(binary.BigEndian.Uint64(b[off+16:]))
+		items = append(items, int64(binary.BigEndian.Uint64(b[off+8:])))
+		data = append(data, b[off+sectionSize:off+sectionSize+n])
+		off += sectionSize + n + 4
+	}
+	edit(head, items)
+	out := append([]byte(nil), b[:12]...)
+	out = append(out, head...)
+	out = binary.BigEndian.AppendUint32(out, crc(out))
+	for p, d := range data {
+		sec := binary.BigEndian.AppendUint32([]byte(sectionMagic), uint32(p))
+		sec = binary.BigEndian.AppendUint64(sec, uint64(items[p]))
+		sec = binary.BigEndian.AppendUint64(sec, uint64(len(d)))
+		sec = binary.BigEndian.AppendUint32(sec, crc(sec))
+		out = append(append(out, sec...), d...)
+		out = binary.BigEndian.AppendUint32(out, crc(d))
+	}
+	end := len(out)
+	out = binary.BigEndian.AppendUint32(append(out, trailerMagic...), uint32(len(data)))
+	out = binary.BigEndian.AppendUint64(out, uint64(end))
+	return binary.BigEndian.AppendUint32(out, crc(out))
+}
+
+// TestRestoreRefusesForgedFields restores dumps whose every checksum is
+// right but a field is not what Dump writes: a partition's item count
+// negative or so big that Info's sum overflows, or a header field that
+// format.md says is zero in a dump. Each is ErrBadDump with no key left.
+func TestRestoreRefusesForgedFields(t *testing.T) {
+	rdb := realRedis(t)
+	b := sourceDump(t, rdb, "src", 2, []string{"a", "b"})
+	if !bytes.Equal(reforge(b, func([]byte, []int64) {}), b) {
+		t.Fatal("reforge changes a dump it does not edit")
+	}
+	before := keysNow(t, rdb)
+	for _, tc := range []struct {
+		name string
+		edit func(head []byte, items []int64)
+	}{
+		{"items negative", func(_ []byte, items []int64) { items[0] = -5 }},
+		{"items MaxInt64", func(_ []byte, items []int64) { items[1] = math.MaxInt64 }},
+		{"header items", func(head []byte, _ []int64) { head[itemsByte+7] = 9 }},
+		{"header mark", func(head []byte, _ []int64) { head[markByte] = markRebuild }},
+		{"header incarnation", func(head []byte, _ []int64) { head[incByte+3] = 7 }},
+	} {
+		f, err := Restore(ctx, rdb, "forged", Options{}, bytes.NewReader(reforge(b, tc.edit)))
+		if !errors.Is(err, ErrBadDump) {
+			t.Errorf("%s: Restore = %v, want ErrBadDump", tc.name, err)
+		}
+		if err == nil {
+			must(0, f.Drop(ctx)).on(t)
+		}
+		if after := keysNow(t, rdb); !slices.Equal(after, before) {
+			t.Fatalf("%s: keys %v after, %v before", tc.name, after, before)
+		}
 	}
 }

@@ -204,7 +204,10 @@ func (d *dumpReader) header() (header, error) {
 	if h.index != 0 {
 		return header{}, d.bad("its filter header is of partition %d, not 0", h.index)
 	}
-	h.items, h.inc = 0, ""
+	if h.items != 0 || b[12+markByte] != 0 || h.inc != strings.Repeat("\x00", incSize) {
+		return header{}, d.bad("its filter header's items, mark or incarnation is not zero")
+	}
+	h.inc = ""
 	return h, nil
 }
 
@@ -225,8 +228,17 @@ func (d *dumpReader) section(h header, p int) (int64, error) {
 	case int64(binary.BigEndian.Uint64(b[16:])) != h.size()-headerSize:
 		return 0, d.bad("partition %d holds %d bytes of slots, its header says %d", p, binary.BigEndian.Uint64(b[16:]), h.size()-headerSize)
 	}
-	return int64(binary.BigEndian.Uint64(b[8:])), nil
+	items := int64(binary.BigEndian.Uint64(b[8:]))
+	if items < 0 || items >= maxPartitionItems {
+		return 0, d.bad("partition %d holds %d items, outside 0..2^53-1", p, items)
+	}
+	return items, nil
 }
+
+// maxPartitionItems bounds a restored partition's item count: the sum of
+// MaxPartitions of them stays below 2^63 (Info.Items), and Lua's numbers
+// hold each exactly.
+const maxPartitionItems = 1 << 53
 
 // trailer reads and checks the end of a dump of p partitions, and that
 // nothing follows it.
