@@ -949,3 +949,38 @@ func TestRestoreRefusesForgedFields(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreShortDumpAllocatesLittle restores a 1 KiB forged dump whose
+// header declares a partition of 64 MiB: the staging key grows only with
+// the bytes read, so Redis's memory peak stays well below 64 MiB.
+func TestRestoreShortDumpAllocatesLittle(t *testing.T) {
+	rdb := realRedis(t)
+	b := sourceDump(t, rdb, "src", 1, []string{"a"})
+	const m = 128 << 20 // counters of 4 bits: 64 MiB
+	head := append([]byte(nil), b[:dumpHeadSize]...)
+	binary.BigEndian.PutUint32(head[12+12:], m)
+	binary.BigEndian.PutUint32(head[76:], crc32.Checksum(head[:76], castagnoli))
+	sec := binary.BigEndian.AppendUint32([]byte(sectionMagic), 0)
+	sec = binary.BigEndian.AppendUint64(sec, 1)
+	sec = binary.BigEndian.AppendUint64(sec, m/2)
+	sec = binary.BigEndian.AppendUint32(sec, crc32.Checksum(sec, castagnoli))
+	forged := append(append(head, sec...), make([]byte, 1024)...)
+	peak := func() int64 {
+		for l := range strings.SplitSeq(rdb.Info(ctx, "memory").Val(), "\r\n") {
+			if v, ok := strings.CutPrefix(l, "used_memory_peak:"); ok {
+				var n int64
+				fmt.Sscan(v, &n)
+				return n
+			}
+		}
+		t.Fatal("no used_memory_peak in INFO memory")
+		return 0
+	}
+	before := peak()
+	if _, err := Restore(ctx, rdb, "short", Options{}, bytes.NewReader(forged)); !errors.Is(err, ErrBadDump) {
+		t.Fatalf("Restore of a cut dump = %v, want ErrBadDump", err)
+	}
+	if grown := peak() - before; grown > 16<<20 {
+		t.Fatalf("a %d-byte dump raised Redis's memory peak by %d MiB", len(forged), grown>>20)
+	}
+}

@@ -432,21 +432,31 @@ func (rs *restorer) stage(ctx context.Context, d *dumpReader) error {
 		rs.mu.Unlock()
 		pipe := f.rdb.Pipeline()
 		pipe.Set(ctx, staging, head, dumpKeyLife)
-		pipe.SetRange(ctx, staging, f.h.size()-1, "\x00") // the whole string at once
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("%s: staging it at %s: %w", part.key, staging, err)
 		}
 		crc := crc32.New(castagnoli)
 		for off := int64(0); off < n; {
-			pipe := f.rdb.Pipeline()
+			var chunks [][]byte
+			at := headerSize + off
 			for i := 0; i < dumpRoundTrip && off < n; i++ {
 				b := bufs[i][:min(dumpChunk, n-off)]
 				if err := d.full(b); err != nil {
 					return err
 				}
 				crc.Write(b)
-				pipe.Do(ctx, "SETRANGE", staging, headerSize+off, b) // SetRange would copy b to a string
+				chunks = append(chunks, b)
 				off += int64(len(b))
+			}
+			// The string grows with the bytes read, once per round
+			// trip: a short forged dump that declares a big partition
+			// makes Redis allocate about its own length, not the
+			// partition's.
+			pipe := f.rdb.Pipeline()
+			pipe.SetRange(ctx, staging, headerSize+off-1, "\x00")
+			for _, b := range chunks {
+				pipe.Do(ctx, "SETRANGE", staging, at, b) // SetRange would copy b to a string
+				at += int64(len(b))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				return fmt.Errorf("%s: staging it at %s: %w", part.key, staging, err)
