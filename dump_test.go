@@ -918,8 +918,8 @@ func reforge(b []byte, edit func(head []byte, items []int64)) []byte {
 
 // TestRestoreRefusesForgedFields restores dumps whose every checksum is
 // right but a field is not what Dump writes: a partition's item count
-// negative or so big that Info's sum overflows, or a header field that
-// format.md says is zero in a dump. Each is ErrBadDump with no key left.
+// negative or so big that Info's sum overflows, a header field that
+// format.md says is zero in a dump, or an error rate outside [0, 1). Each is ErrBadDump with no key left.
 func TestRestoreRefusesForgedFields(t *testing.T) {
 	rdb := realRedis(t)
 	b := sourceDump(t, rdb, "src", 2, []string{"a", "b"})
@@ -936,6 +936,10 @@ func TestRestoreRefusesForgedFields(t *testing.T) {
 		{"header items", func(head []byte, _ []int64) { head[itemsByte+7] = 9 }},
 		{"header mark", func(head []byte, _ []int64) { head[markByte] = markRebuild }},
 		{"header incarnation", func(head []byte, _ []int64) { head[incByte+3] = 7 }},
+		{"header error rate NaN", func(head []byte, _ []int64) {
+			binary.BigEndian.PutUint64(head[40:], math.Float64bits(math.NaN()))
+		}},
+		{"header error rate 2", func(head []byte, _ []int64) { binary.BigEndian.PutUint64(head[40:], math.Float64bits(2)) }},
 	} {
 		f, err := Restore(ctx, rdb, "forged", Options{}, bytes.NewReader(reforge(b, tc.edit)))
 		if !errors.Is(err, ErrBadDump) {

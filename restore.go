@@ -207,6 +207,9 @@ func (d *dumpReader) header() (header, error) {
 	if h.items != 0 || b[12+markByte] != 0 || h.inc != strings.Repeat("\x00", incSize) {
 		return header{}, d.bad("its filter header's items, mark or incarnation is not zero")
 	}
+	if !(h.errorRate >= 0 && h.errorRate < 1) { // NaN included
+		return header{}, d.bad("its filter header's error rate %v is outside [0, 1)", h.errorRate)
+	}
 	h.inc = ""
 	return h, nil
 }
