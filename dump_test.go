@@ -870,6 +870,9 @@ func TestRestoreDeadlineAtInstall(t *testing.T) {
 			if len(left) > 0 {
 				t.Fatalf("%s: Restore = %v, and keys %v left", tc.step, err, left)
 			}
+			if !strings.Contains(err.Error(), "undone") {
+				t.Fatalf("%s: Restore = %v: it does not say that the install was undone", tc.step, err)
+			}
 			continue
 		}
 		for i, ok := range must(g.TestMany(ctx, items)).on(t) {

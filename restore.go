@@ -341,7 +341,7 @@ func restore(ctx context.Context, rdb Client, name string, o Options, r io.Reade
 	}
 	stop()
 	if err != nil {
-		return nil, rs.abort(ctx, err)
+		return nil, rs.abort(ctx, err, false)
 	}
 	// Once an install is sent, the restore is completed or undone
 	// whatever the caller's context: a deadline must not leave the
@@ -354,7 +354,7 @@ func restore(ctx context.Context, rdb Client, name string, o Options, r io.Reade
 		err = rs.step(fctx, "open")
 	}
 	if err != nil {
-		return nil, rs.abort(ctx, err)
+		return nil, rs.abort(ctx, err, true)
 	}
 	return f, nil
 }
@@ -582,8 +582,8 @@ func (rs *restorer) stepOn(ctx context.Context, step string, ps []int) error {
 
 // abort deletes what the restore wrote, where it still holds it or where
 // it opened a partition, whatever ctx, and returns err, with abort's own
-// failure if any.
-func (rs *restorer) abort(ctx context.Context, err error) error {
+// failure if any, or, once an install was sent, that it was undone.
+func (rs *restorer) abort(ctx context.Context, err error, installing bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreFinishTimeout)
 	defer cancel()
 	for len(rs.heads) < len(rs.f.parts) {
@@ -596,6 +596,9 @@ func (rs *restorer) abort(ctx context.Context, err error) error {
 	}
 	if abortErr := rs.step(ctx, "abort"); abortErr != nil {
 		return fmt.Errorf("%w; and then deleting what the restore wrote: %w (partitions it installed may be left, loading or open: RestoreReplace or Drop removes them)", err, abortErr)
+	}
+	if installing {
+		return fmt.Errorf("%w (the restore was undone: none of its partitions is left)", err)
 	}
 	return err
 }
