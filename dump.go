@@ -85,8 +85,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // resize switched it: Open the filter again). What was written to w
 // before an error is not a dump: Restore refuses it.
 func (b *base) Dump(ctx context.Context, w io.Writer) (int64, error) {
-	n, err := b.f.current().dump(ctx, w)
-	return n, callError("dump", err)
+	return observe(ctx, b.f.obs, b.callOf("Dump", 0), func(ctx context.Context) (int64, error) {
+		n, err := b.f.current().dump(ctx, w)
+		return n, callError("dump", err)
+	})
 }
 
 // dumpWriter writes to w, counting the bytes and keeping their CRC.

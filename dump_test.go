@@ -3,10 +3,12 @@ package rbloom
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -699,5 +701,293 @@ func TestRestoreScriptForged(t *testing.T) {
 	// The same call with its arguments as restore.go makes them installs.
 	if got := must(restoreScript.Run(ctx, rdb, []string{key, staging, leaseKey(key)}, good...).Text()).on(t); got != restoreOK {
 		t.Fatalf("install = %q, want %q", got, restoreOK)
+	}
+}
+
+// sourceDump makes a counting filter of p partitions called name, adds
+// items and returns its dump.
+func sourceDump(t *testing.T, rdb *redis.Client, name string, p int, items []string) []byte {
+	t.Helper()
+	f := must(NewCounting(rdb, name, Options{Capacity: 20_000, Partitions: p})).on(t)
+	created(t, f)
+	must(f.AddMany(ctx, items)).on(t)
+	return dumpOf(t, f)
+}
+
+// partitionKeysLeft returns the keys of the partitions of the filter name,
+// at any of the numbers of partitions ps, that exist.
+func partitionKeysLeft(t *testing.T, rdb *redis.Client, name string, ps ...int) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	var left []string
+	for _, p := range ps {
+		for _, k := range partitionKeys(DefaultKeyPrefix, name, p) {
+			for _, key := range []string{k, leaseKey(k)} {
+				if !seen[key] && rdb.Exists(ctx, key).Val() == 1 {
+					left = append(left, key)
+				}
+				seen[key] = true
+			}
+		}
+	}
+	slices.Sort(left)
+	return left
+}
+
+// TestRestoreReplaceOtherP replaces a 5-partition filter that Open
+// refuses (its root partition lost) with a 2-partition dump: none of the
+// 5-partition filter's keys may stay.
+func TestRestoreReplaceOtherP(t *testing.T) {
+	rdb := realRedis(t)
+	items := []string{"a", "b", "c", "d"}
+	two := sourceDump(t, rdb, "two", 2, items)
+	old := must(NewCounting(rdb, "rp", Options{Capacity: 20_000, Partitions: 5})).on(t)
+	created(t, old)
+	twoKeys := partitionKeys(DefaultKeyPrefix, "rp", 2)
+	rdb.Del(ctx, keyOf(DefaultKeyPrefix, "rp")) // its root lost: Open refuses it (ErrDamaged)
+	g := must(RestoreReplace(ctx, rdb, "rp", Options{}, bytes.NewReader(two))).on(t)
+	if got, want := partitionKeysLeft(t, rdb, "rp", 2, 5), slices.Sorted(slices.Values(twoKeys)); !slices.Equal(got, want) {
+		t.Fatalf("after RestoreReplace at P = 2 over P = 5: keys %v, want %v", got, want)
+	}
+	for i, ok := range must(g.TestMany(ctx, items)).on(t) {
+		if !ok {
+			t.Fatalf("restored: %q absent", items[i])
+		}
+	}
+}
+
+// TestRestoreReplaceRaceOtherP runs two RestoreReplace of one name at
+// once, with dumps of 2 and 5 partitions: after both, the keys are those
+// of one whole filter, the last one installed, and a call that returned
+// nil has its filter there unless the other replaced it after.
+func TestRestoreReplaceRaceOtherP(t *testing.T) {
+	rdb := realRedis(t)
+	ia, ib := []string{"a1", "a2", "a3"}, []string{"b1", "b2", "b3"}
+	da, db := sourceDump(t, rdb, "srcA", 2, ia), sourceDump(t, rdb, "srcB", 5, ib)
+	c1 := redis.NewClient(rdb.Options())
+	c2 := redis.NewClient(rdb.Options())
+	defer c1.Close()
+	defer c2.Close()
+	for round := range 40 {
+		var e1, e2 error
+		var wg sync.WaitGroup
+		wg.Go(func() { _, e1 = RestoreReplace(ctx, c1, "rr", Options{}, bytes.NewReader(da)) })
+		wg.Go(func() { _, e2 = RestoreReplace(ctx, c2, "rr", Options{}, bytes.NewReader(db)) })
+		wg.Wait()
+		for _, err := range []error{e1, e2} {
+			if err != nil && strings.Contains(err.Error(), "stay loading") {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if e1 != nil && e2 != nil {
+			t.Logf("round %d: both failed: %v; %v", round, e1, e2)
+		}
+		left := partitionKeysLeft(t, rdb, "rr", 2, 5)
+		g, err := Open(ctx, rdb, "rr", Options{})
+		if err != nil {
+			if len(left) > 0 {
+				t.Fatalf("round %d: e1 = %v, e2 = %v; Open = %v, keys %v left", round, e1, e2, err, left)
+			}
+			continue
+		}
+		info := must(g.Info(ctx)).on(t)
+		want := slices.Sorted(slices.Values(partitionKeys(DefaultKeyPrefix, "rr", len(info.Partitions))))
+		if !slices.Equal(left, want) {
+			t.Fatalf("round %d: e1 = %v, e2 = %v; the filter of %d partitions has keys %v, want %v", round, e1, e2, len(info.Partitions), left, want)
+		}
+		items, won := ia, e1
+		if len(info.Partitions) == 5 {
+			items, won = ib, e2
+		}
+		if won != nil {
+			t.Fatalf("round %d: the filter of %d partitions is there, its restore returned %v", round, len(info.Partitions), won)
+		}
+		for i, ok := range must(g.TestMany(ctx, items)).on(t) {
+			if !ok {
+				t.Fatalf("round %d: %q absent", round, items[i])
+			}
+		}
+		must(0, g.Drop(ctx)).on(t)
+	}
+}
+
+// stepHook is a go-redis hook that runs on, once, when a pipeline holds
+// restore.lua's step; after it is sent, or instead of it when fail is set.
+type stepHook struct {
+	step string
+	fail bool
+	on   func()
+	done atomic.Bool
+}
+
+func (h *stepHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *stepHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *stepHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		hit := false
+		for _, c := range cmds {
+			if args := c.Args(); len(args) > 5 && (args[0] == "evalsha" || args[0] == "eval") && slices.Contains(args, any(h.step)) {
+				hit = true
+			}
+		}
+		if !hit || h.done.Load() {
+			return next(ctx, cmds)
+		}
+		h.done.Store(true)
+		err := next(ctx, cmds)
+		h.on()
+		if h.fail {
+			for _, c := range cmds {
+				c.SetErr(errors.New("reply lost"))
+			}
+			return errors.New("reply lost")
+		}
+		return err
+	}
+}
+
+// TestRestoreDeadlineAtInstall ends the caller's context as the install
+// is sent, and loses the reply of the open: once installed, a restore is
+// opened or undone, and its error says which.
+func TestRestoreDeadlineAtInstall(t *testing.T) {
+	rdb := realRedis(t)
+	items := []string{"a", "b", "c"}
+	d := sourceDump(t, rdb, "src", 3, items)
+	for _, tc := range []struct {
+		step string
+		fail bool
+	}{{"install", false}, {"open", true}} {
+		c := redis.NewClient(rdb.Options())
+		defer c.Close()
+		cctx, cancel := context.WithCancel(ctx)
+		c.AddHook(&stepHook{step: tc.step, fail: tc.fail, on: cancel})
+		_, err := Restore(cctx, c, "dl", Options{}, bytes.NewReader(d))
+		cancel()
+		left := partitionKeysLeft(t, rdb, "dl", 3)
+		g := must(NewCounting(rdb, "dl", Options{Capacity: 20_000, Partitions: 3})).on(t)
+		if err != nil {
+			if len(left) > 0 {
+				t.Fatalf("%s: Restore = %v, and keys %v left", tc.step, err, left)
+			}
+			if !strings.Contains(err.Error(), "undone") {
+				t.Fatalf("%s: Restore = %v: it does not say that the install was undone", tc.step, err)
+			}
+			continue
+		}
+		for i, ok := range must(g.TestMany(ctx, items)).on(t) {
+			if !ok {
+				t.Fatalf("%s: Restore returned nil, %q absent", tc.step, items[i])
+			}
+		}
+		if tc.step == "install" {
+			t.Logf("%s: the restore was completed", tc.step)
+		}
+		must(0, g.Drop(ctx)).on(t)
+	}
+}
+
+// reforge rewrites the dump b with edit applied to its file header's
+// filter header and to its partitions' item counts, every checksum made
+// right again.
+func reforge(b []byte, edit func(head []byte, items []int64)) []byte {
+	crc := func(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+	head := append([]byte(nil), b[12:76]...)
+	var items []int64
+	var data [][]byte
+	for off := dumpHeadSize; string(b[off:off+4]) == sectionMagic; {
+		n := int(binary.BigEndian.Uint64(b[off+16:]))
+		items = append(items, int64(binary.BigEndian.Uint64(b[off+8:])))
+		data = append(data, b[off+sectionSize:off+sectionSize+n])
+		off += sectionSize + n + 4
+	}
+	edit(head, items)
+	out := append([]byte(nil), b[:12]...)
+	out = append(out, head...)
+	out = binary.BigEndian.AppendUint32(out, crc(out))
+	for p, d := range data {
+		sec := binary.BigEndian.AppendUint32([]byte(sectionMagic), uint32(p))
+		sec = binary.BigEndian.AppendUint64(sec, uint64(items[p]))
+		sec = binary.BigEndian.AppendUint64(sec, uint64(len(d)))
+		sec = binary.BigEndian.AppendUint32(sec, crc(sec))
+		out = append(append(out, sec...), d...)
+		out = binary.BigEndian.AppendUint32(out, crc(d))
+	}
+	end := len(out)
+	out = binary.BigEndian.AppendUint32(append(out, trailerMagic...), uint32(len(data)))
+	out = binary.BigEndian.AppendUint64(out, uint64(end))
+	return binary.BigEndian.AppendUint32(out, crc(out))
+}
+
+// TestRestoreRefusesForgedFields restores dumps whose every checksum is
+// right but a field is not what Dump writes: a partition's item count
+// negative or so big that Info's sum overflows, a header field that
+// format.md says is zero in a dump, or an error rate outside [0, 1). Each is ErrBadDump with no key left.
+func TestRestoreRefusesForgedFields(t *testing.T) {
+	rdb := realRedis(t)
+	b := sourceDump(t, rdb, "src", 2, []string{"a", "b"})
+	if !bytes.Equal(reforge(b, func([]byte, []int64) {}), b) {
+		t.Fatal("reforge changes a dump it does not edit")
+	}
+	before := keysNow(t, rdb)
+	for _, tc := range []struct {
+		name string
+		edit func(head []byte, items []int64)
+	}{
+		{"items negative", func(_ []byte, items []int64) { items[0] = -5 }},
+		{"items MaxInt64", func(_ []byte, items []int64) { items[1] = math.MaxInt64 }},
+		{"header items", func(head []byte, _ []int64) { head[itemsByte+7] = 9 }},
+		{"header mark", func(head []byte, _ []int64) { head[markByte] = markRebuild }},
+		{"header incarnation", func(head []byte, _ []int64) { head[incByte+3] = 7 }},
+		{"header error rate NaN", func(head []byte, _ []int64) {
+			binary.BigEndian.PutUint64(head[40:], math.Float64bits(math.NaN()))
+		}},
+		{"header error rate 2", func(head []byte, _ []int64) { binary.BigEndian.PutUint64(head[40:], math.Float64bits(2)) }},
+	} {
+		f, err := Restore(ctx, rdb, "forged", Options{}, bytes.NewReader(reforge(b, tc.edit)))
+		if !errors.Is(err, ErrBadDump) {
+			t.Errorf("%s: Restore = %v, want ErrBadDump", tc.name, err)
+		}
+		if err == nil {
+			must(0, f.Drop(ctx)).on(t)
+		}
+		if after := keysNow(t, rdb); !slices.Equal(after, before) {
+			t.Fatalf("%s: keys %v after, %v before", tc.name, after, before)
+		}
+	}
+}
+
+// TestRestoreShortDumpAllocatesLittle restores a 1 KiB forged dump whose
+// header declares a partition of 64 MiB: the staging key grows only with
+// the bytes read, so Redis's memory peak stays well below 64 MiB.
+func TestRestoreShortDumpAllocatesLittle(t *testing.T) {
+	rdb := realRedis(t)
+	b := sourceDump(t, rdb, "src", 1, []string{"a"})
+	const m = 128 << 20 // counters of 4 bits: 64 MiB
+	head := append([]byte(nil), b[:dumpHeadSize]...)
+	binary.BigEndian.PutUint32(head[12+12:], m)
+	binary.BigEndian.PutUint32(head[76:], crc32.Checksum(head[:76], castagnoli))
+	sec := binary.BigEndian.AppendUint32([]byte(sectionMagic), 0)
+	sec = binary.BigEndian.AppendUint64(sec, 1)
+	sec = binary.BigEndian.AppendUint64(sec, m/2)
+	sec = binary.BigEndian.AppendUint32(sec, crc32.Checksum(sec, castagnoli))
+	forged := append(append(head, sec...), make([]byte, 1024)...)
+	peak := func() int64 {
+		for l := range strings.SplitSeq(rdb.Info(ctx, "memory").Val(), "\r\n") {
+			if v, ok := strings.CutPrefix(l, "used_memory_peak:"); ok {
+				var n int64
+				fmt.Sscan(v, &n)
+				return n
+			}
+		}
+		t.Fatal("no used_memory_peak in INFO memory")
+		return 0
+	}
+	before := peak()
+	if _, err := Restore(ctx, rdb, "short", Options{}, bytes.NewReader(forged)); !errors.Is(err, ErrBadDump) {
+		t.Fatalf("Restore of a cut dump = %v, want ErrBadDump", err)
+	}
+	if grown := peak() - before; grown > 16<<20 {
+		t.Fatalf("a %d-byte dump raised Redis's memory peak by %d MiB", len(forged), grown>>20)
 	}
 }

@@ -18,6 +18,8 @@ package rbloom
 //	                                 shard s of 256 (see records.go)
 //	rbloom:{tag}:dump:<token>        a dump's snapshot of the partition
 //	rbloom:{tag}:restore:<token>     a restore's staging copy of it
+//	rbloom:{name}:restoring          the lock of the restore that is
+//	                                 installing the filter name (restore.go)
 
 // DefaultKeyPrefix starts every key when Options.KeyPrefix is empty.
 const DefaultKeyPrefix = "rbloom:"

@@ -48,7 +48,7 @@ type Call struct {
 	Filter string
 	// Items is the number of items (a window's events) the call was
 	// given; 0 for the methods that take none (Create, Rebuild, Info,
-	// Drop).
+	// Drop, Dump).
 	Items int
 	// Start is when the call began.
 	Start time.Time
@@ -76,6 +76,8 @@ var errorKinds = []struct {
 	{ErrRebuilding, "rebuilding"},
 	{ErrRebuildLost, "rebuild_lost"},
 	{ErrNoFunctions, "no_functions"},
+	{ErrExists, "exists"},
+	{ErrBadDump, "bad_dump"},
 	{errors.ErrUnsupported, "unsupported"},
 	{context.Canceled, "canceled"},
 	{context.DeadlineExceeded, "deadline_exceeded"},
@@ -85,8 +87,9 @@ var errorKinds = []struct {
 // fit for a metric's attribute: "" for nil; for rbloom's sentinels
 // "full" (ErrFull), "damaged", "not_replicated", "loading", "not_found",
 // "op_id_reused", "params_mismatch", "not_filter", "invalid_options",
-// "rebuilding", "rebuild_lost", "no_functions"; "unsupported" (an error
-// wrapping errors.ErrUnsupported); "canceled" and "deadline_exceeded"
+// "rebuilding", "rebuild_lost", "no_functions", "exists" and "bad_dump"
+// (of Restore); "unsupported" (an error wrapping errors.ErrUnsupported);
+// "canceled" and "deadline_exceeded"
 // (the context's errors); "timeout" (a network timeout, as go-redis
 // returns when a read outlasts its ReadTimeout or the context's
 // deadline); else "other" (a lost connection, a Redis error reply). A

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -326,6 +327,8 @@ func TestErrorKind(t *testing.T) {
 		{callError("rebuild", ErrRebuilding), "rebuilding"},
 		{callError("rebuild", failf(ErrRebuildLost, "x")), "rebuild_lost"},
 		{callError("add", failf(ErrNoFunctions, "x")), "no_functions"},
+		{callError("restore", failf(ErrExists, "x")), "exists"},
+		{callError("restore", failf(ErrBadDump, "x")), "bad_dump"},
 		{callError("remove", errNoRemove), "unsupported"},
 		{callError("test", context.Canceled), "canceled"},
 		{callError("test", fmt.Errorf("read: %w", context.DeadlineExceeded)), "deadline_exceeded"},
@@ -345,5 +348,37 @@ func TestErrorKind(t *testing.T) {
 			t.Errorf("kind %q repeated, or not a word", k.name)
 		}
 		names[k.name] = true
+	}
+}
+
+// cancelStart is an Observer whose Start returns a cancelled context.
+type cancelStart struct{ recorder }
+
+func (c *cancelStart) Start(ctx context.Context, call Call) context.Context {
+	ctx, cancel := context.WithCancel(c.recorder.Start(ctx, call))
+	cancel()
+	return ctx
+}
+
+// TestObserverDump checks that Dump is reported like the other methods,
+// and runs with the context Start returns.
+func TestObserverDump(t *testing.T) {
+	rdb := realRedis(t)
+	r := &recorder{}
+	f := must(NewCounting(rdb, "od", Options{Capacity: 1000, Observer: r})).on(t)
+	must(0, f.Create(ctx)).on(t)
+	r.take(t)
+	n := must(f.Dump(ctx, io.Discard)).on(t)
+	calls := r.take(t)
+	if len(calls) != 1 || calls[0].Method != "Dump" || calls[0].Type != "Counting" || calls[0].Filter != "od" || calls[0].Err != nil {
+		t.Fatalf("Dump of %d bytes reported as %+v, want one Dump call", n, calls)
+	}
+	c := &cancelStart{}
+	g := must(NewCounting(rdb, "od", Options{Capacity: 1000, Observer: c})).on(t)
+	if _, err := g.Dump(ctx, io.Discard); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Dump with a context Start cancelled = %v, want context.Canceled", err)
+	}
+	if calls := c.take(t); len(calls) != 1 || !errors.Is(calls[0].Err, context.Canceled) {
+		t.Fatalf("reported %+v, want one Dump ending canceled", calls)
 	}
 }

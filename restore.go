@@ -10,6 +10,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +28,9 @@ import (
 //     incarnation. The filter does not exist meanwhile (ErrNotFound). A
 //     dump that turns out damaged or truncated stops here: the staging
 //     keys are deleted.
-//  2. install: once the whole dump has been read and checked, each
+//  2. install: once the whole dump has been read and checked, the
+//     restore takes the name's lock (restoreLockKey), which one restore
+//     of a name holds at a time from its replace to its open; then each
 //     staging key is renamed to its partition's key (lua/restore.lua),
 //     refused where a partition exists or a rebuild holds the lease. The
 //     restore takes the partition's lease (rebuild.lua's), so that no
@@ -35,6 +38,9 @@ import (
 //     with ErrLoading, as during a load; writes are applied to it. If one
 //     install is refused, the partitions installed are deleted.
 //  3. open: each partition's mark is cleared and its lease released.
+//
+// Install and open run with a context of their own, not the caller's:
+// once an install is sent, the restore is opened, or undone (abort).
 //
 // The incarnation is fresh because the operation ids recorded by the
 // dumped filter (or by a filter of the same name on the target) after
@@ -46,6 +52,10 @@ var (
 	//go:embed lua/restore.lua
 	restoreLua    string
 	restoreScript = redis.NewScript(luaConstants + restoreConstants + filterLua + restoreLua)
+
+	//go:embed lua/restoreunlock.lua
+	restoreUnlockLua    string
+	restoreUnlockScript = redis.NewScript(restoreUnlockLua)
 )
 
 // The replies of restore.lua and the state its lease holds.
@@ -90,12 +100,22 @@ var ErrExists = newKind("filter already exists")
 // as from a lost partition. The restored filter has a fresh
 // incarnation: operation ids recorded before are not replayed on it.
 //
+// Two restores of one name install one after the other: the second waits
+// (at most 30 s) until the first has opened its filter or given up.
+// Once the install has begun, the restore runs to its end with a context
+// of its own (10 s), whatever ctx: it returns nil only when the filter
+// was opened, and undoes what it installed when it fails, so a deadline
+// passing meanwhile neither leaves the filter loading nor reports a
+// restore that was made as failed.
+//
 // It fails with ErrBadDump when r is not a whole, intact dump (another
 // file, truncated, a byte changed), with ErrExists when a filter of that
-// name exists, with ErrRebuilding when a rebuild holds a partition, and
-// with ErrInvalidOptions for bad options; in every case it leaves no key
-// behind, but for staging keys of a process that died (they expire 30 s
-// after their last renewal). Restore calls a script with EVALSHA and
+// name exists, with ErrRebuilding when a rebuild holds a partition (or
+// another restore of the name held it for 30 s), and with
+// ErrInvalidOptions for bad options; in every case it leaves no key
+// behind, but for staging keys and the lock of a process that died (they
+// expire 30 s after their last renewal), or when Redis cannot be reached
+// to undo an install (the error says so). Restore calls a script with EVALSHA and
 // EVAL, also under Options.UseFunctions: it is an operator's call.
 func Restore(ctx context.Context, rdb Client, name string, o Options, r io.Reader) (Filter, error) {
 	f, err := restore(ctx, rdb, name, o, r, false)
@@ -107,8 +127,9 @@ func Restore(ctx context.Context, rdb Client, name string, o Options, r io.Reade
 
 // RestoreReplace is Restore over a filter of the same name, if one exists:
 // once the dump has been read whole and checked, it deletes that filter
-// (its partitions, at the dump's number of partitions and at the stored
-// one's, with a rebuild's copies and leases, as Drop does), then installs
+// (its partitions, at the dump's number of partitions and at every one
+// its stored partitions state, even damaged or loading, with a rebuild's
+// copies and leases, as Drop does), then installs
 // the restored partitions. Between the two, a round trip or two, the
 // filter does not exist: calls of the old filter's handles fail
 // (ErrNotFound, ErrDamaged) as after a Drop, and what they wrote to the
@@ -183,7 +204,13 @@ func (d *dumpReader) header() (header, error) {
 	if h.index != 0 {
 		return header{}, d.bad("its filter header is of partition %d, not 0", h.index)
 	}
-	h.items, h.inc = 0, ""
+	if h.items != 0 || b[12+markByte] != 0 || h.inc != strings.Repeat("\x00", incSize) {
+		return header{}, d.bad("its filter header's items, mark or incarnation is not zero")
+	}
+	if !(h.errorRate >= 0 && h.errorRate < 1) { // NaN included
+		return header{}, d.bad("its filter header's error rate %v is outside [0, 1)", h.errorRate)
+	}
+	h.inc = ""
 	return h, nil
 }
 
@@ -204,8 +231,17 @@ func (d *dumpReader) section(h header, p int) (int64, error) {
 	case int64(binary.BigEndian.Uint64(b[16:])) != h.size()-headerSize:
 		return 0, d.bad("partition %d holds %d bytes of slots, its header says %d", p, binary.BigEndian.Uint64(b[16:]), h.size()-headerSize)
 	}
-	return int64(binary.BigEndian.Uint64(b[8:])), nil
+	items := int64(binary.BigEndian.Uint64(b[8:]))
+	if items < 0 || items >= maxPartitionItems {
+		return 0, d.bad("partition %d holds %d items, outside 0..2^53-1", p, items)
+	}
+	return items, nil
 }
+
+// maxPartitionItems bounds a restored partition's item count: the sum of
+// MaxPartitions of them stays below 2^63 (Info.Items), and Lua's numbers
+// hold each exactly.
+const maxPartitionItems = 1 << 53
 
 // trailer reads and checks the end of a dump of p partitions, and that
 // nothing follows it.
@@ -244,6 +280,8 @@ type restorer struct {
 	token string
 	inc   string // the restored filter's incarnation
 	heads []string
+
+	locked bool // whether it holds the name's restore lock
 
 	mu     sync.Mutex
 	staged []string // staging keys written so far, renewed until the end
@@ -294,20 +332,84 @@ func restore(ctx context.Context, rdb Client, name string, o Options, r io.Reade
 	if err == nil {
 		err = d.trailer(len(f.parts))
 	}
+	if err == nil {
+		err = rs.lock(ctx)
+	}
+	defer rs.unlock(ctx)
 	if err == nil && replace {
 		err = f.replace(ctx)
 	}
 	stop()
+	if err != nil {
+		return nil, rs.abort(ctx, err, false)
+	}
+	// Once an install is sent, the restore is completed or undone
+	// whatever the caller's context: a deadline must not leave the
+	// filter installed and loading, nor report as failed a restore
+	// that was opened.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreFinishTimeout)
+	defer cancel()
+	err = rs.step(fctx, "install")
 	if err == nil {
-		err = rs.step(ctx, "install")
+		err = rs.step(fctx, "open")
 	}
 	if err != nil {
-		return nil, rs.abort(ctx, err)
-	}
-	if err := rs.step(ctx, "open"); err != nil {
-		return nil, fmt.Errorf("%w (partitions not opened stay loading: restore again with RestoreReplace)", err)
+		return nil, rs.abort(ctx, err, true)
 	}
 	return f, nil
+}
+
+// restoreFinishTimeout bounds a restore's install and open, and the undo
+// of a failed restore, which run whatever the caller's context.
+const restoreFinishTimeout = 10 * time.Second
+
+// restoreLockKey is the key that one restore of the filter name holds
+// from its deletion of the filter it replaces to its open, so that two
+// restores of one name, of different numbers of partitions, do not
+// install into each other's keys.
+func restoreLockKey(prefix, name string) string { return keyOf(prefix, name) + ":restoring" }
+
+// lock takes the name's restore lock, waiting while another restore holds
+// it (its install and open take a few round trips), for at most
+// dumpKeyLife, after which the lock of a process that died has expired.
+func (rs *restorer) lock(ctx context.Context) error {
+	f := rs.f
+	key := restoreLockKey(f.prefix, f.name)
+	start, pause := time.Now(), 2*time.Millisecond
+	for {
+		pipe := f.rdb.Pipeline()
+		set := pipe.SetNX(ctx, key, rs.token, dumpKeyLife)
+		_, err := pipe.Exec(ctx)
+		ok := set.Val()
+		if err != nil {
+			return fmt.Errorf("taking %s: %w", key, err)
+		}
+		if ok {
+			rs.locked = true
+			return nil
+		}
+		if time.Since(start) > dumpKeyLife {
+			return failf(ErrRebuilding, "%s: another restore of the filter held %s for %v", f.name, key, dumpKeyLife)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+// unlock releases the name's restore lock if this restore holds it; a
+// lock it could not release expires.
+func (rs *restorer) unlock(ctx context.Context) {
+	if !rs.locked {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreFinishTimeout)
+	defer cancel()
+	call := scriptCall{keys: []string{restoreLockKey(rs.f.prefix, rs.f.name)}, args: []any{rs.token}}
+	_, _ = runScripts(ctx, rs.f.rdb, restoreUnlockScript, false, []scriptCall{call}, replication{})
 }
 
 // stage writes every partition of the dump to its staging key.
@@ -333,21 +435,31 @@ func (rs *restorer) stage(ctx context.Context, d *dumpReader) error {
 		rs.mu.Unlock()
 		pipe := f.rdb.Pipeline()
 		pipe.Set(ctx, staging, head, dumpKeyLife)
-		pipe.SetRange(ctx, staging, f.h.size()-1, "\x00") // the whole string at once
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("%s: staging it at %s: %w", part.key, staging, err)
 		}
 		crc := crc32.New(castagnoli)
 		for off := int64(0); off < n; {
-			pipe := f.rdb.Pipeline()
+			var chunks [][]byte
+			at := headerSize + off
 			for i := 0; i < dumpRoundTrip && off < n; i++ {
 				b := bufs[i][:min(dumpChunk, n-off)]
 				if err := d.full(b); err != nil {
 					return err
 				}
 				crc.Write(b)
-				pipe.Do(ctx, "SETRANGE", staging, headerSize+off, b) // SetRange would copy b to a string
+				chunks = append(chunks, b)
 				off += int64(len(b))
+			}
+			// The string grows with the bytes read, once per round
+			// trip: a short forged dump that declares a big partition
+			// makes Redis allocate about its own length, not the
+			// partition's.
+			pipe := f.rdb.Pipeline()
+			pipe.SetRange(ctx, staging, headerSize+off-1, "\x00")
+			for _, b := range chunks {
+				pipe.Do(ctx, "SETRANGE", staging, at, b) // SetRange would copy b to a string
+				at += int64(len(b))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				return fmt.Errorf("%s: staging it at %s: %w", part.key, staging, err)
@@ -394,15 +506,19 @@ func (rs *restorer) renew(ctx context.Context) (stop func()) {
 }
 
 // replace deletes the filter called f.name, at f's number of partitions
-// and at the one its stored root partition states, as Drop does.
+// and at the ones its stored partitions state, as Drop does.
 func (f *filter) replace(ctx context.Context) error {
 	keys := map[string]bool{}
 	for _, p := range f.parts {
 		keys[p.key] = true
 	}
-	if old, err := open(ctx, f.rdb, f.name, Options{KeyPrefix: f.prefix}); err == nil {
-		for _, p := range old.parts {
-			keys[p.key] = true
+	stored, err := storedPartitions(ctx, f.rdb, f.prefix, f.name)
+	if err != nil {
+		return fmt.Errorf("reading the filter it replaces: %w", err)
+	}
+	for _, p := range stored {
+		for _, key := range partitionKeys(f.prefix, f.name, p) {
+			keys[key] = true
 		}
 	}
 	pipe := f.rdb.Pipeline() // one DEL per slot
@@ -464,10 +580,12 @@ func (rs *restorer) stepOn(ctx context.Context, step string, ps []int) error {
 	return failf(ErrRebuildLost, "%s: %s: %s (its staging key expired, or the filter was dropped or made while the restore ran)", f.name, step, keys)
 }
 
-// abort deletes what the restore wrote, where it still holds it, and
-// returns err, with abort's own failure if any.
-func (rs *restorer) abort(ctx context.Context, err error) error {
-	ctx = context.WithoutCancel(ctx)
+// abort deletes what the restore wrote, where it still holds it or where
+// it opened a partition, whatever ctx, and returns err, with abort's own
+// failure if any, or, once an install was sent, that it was undone.
+func (rs *restorer) abort(ctx context.Context, err error, installing bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreFinishTimeout)
+	defer cancel()
 	for len(rs.heads) < len(rs.f.parts) {
 		rs.heads = append(rs.heads, withIncarnation(rs.f.parts[len(rs.heads)].head, rs.inc)) // never staged
 	}
@@ -477,7 +595,38 @@ func (rs *restorer) abort(ctx context.Context, err error) error {
 		rs.heads[p] = string(h)
 	}
 	if abortErr := rs.step(ctx, "abort"); abortErr != nil {
-		return fmt.Errorf("%w; and then deleting what the restore wrote: %w", err, abortErr)
+		return fmt.Errorf("%w; and then deleting what the restore wrote: %w (partitions it installed may be left, loading or open: RestoreReplace or Drop removes them)", err, abortErr)
+	}
+	if installing {
+		return fmt.Errorf("%w (the restore was undone: none of its partitions is left)", err)
 	}
 	return err
+}
+
+// storedPartitions returns the numbers of partitions that the stored
+// partitions of the filter name state: its root's and, as Open reads them
+// when the root is lost, its witnesses' (witnessKeys). Unlike Open, it
+// reads a filter that is damaged, loading or half restored.
+func storedPartitions(ctx context.Context, rdb Client, prefix, name string) ([]int, error) {
+	keys := append([]string{keyOf(prefix, name)}, witnessKeys(prefix, name)...)
+	pipe := rdb.Pipeline()
+	heads := make([]*redis.StringCmd, len(keys))
+	for i, key := range keys {
+		heads[i] = pipe.GetRange(ctx, key, 0, headerSize-1)
+	}
+	_, _ = pipe.Exec(ctx) // per command: a key of another type fails alone
+	var ps []int
+	for i, head := range heads {
+		if err := head.Err(); err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return nil, err
+		}
+		h, err := parseHeader(head.Val())
+		if err != nil || h.partitions < 1 || int(h.index) >= int(h.partitions) {
+			continue
+		}
+		if p := int(h.partitions); partitionKeys(prefix, name, p)[h.index] == keys[i] && !slices.Contains(ps, p) {
+			ps = append(ps, p)
+		}
+	}
+	return ps, nil
 }

@@ -24,8 +24,9 @@
 --   open     RESTORE_LOST unless the lease is this restore's and KEYS[1]
 --            is the partition it installed, still marked. Else the mark is
 --            cleared and the lease deleted.
---   abort    KEYS[2] deleted; and, while the lease is this restore's, the
---            partition it installed (if still marked) and the lease.
+--   abort    KEYS[2] deleted; while the lease is this restore's, the
+--            partition it installed (if still marked) and the lease; and
+--            the partition it opened, which holds its fresh incarnation.
 -- Steps sent again after a lost reply answer as the first did.
 
 local key, staging, lease = KEYS[1], KEYS[2], KEYS[3]
@@ -66,9 +67,12 @@ end
 
 if step == 'abort' then
   redis.call('DEL', staging)
+  local state = installed()
   if holder == mine then
-    if installed() == 'marked' then redis.call('DEL', key) end
+    if state == 'marked' then redis.call('DEL', key) end
     redis.call('DEL', lease)
+  elseif state == 'open' then
+    redis.call('DEL', key) -- opened by this restore (its fresh incarnation)
   end
   return RESTORE_OK
 end
