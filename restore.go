@@ -356,6 +356,9 @@ func restore(ctx context.Context, rdb Client, name string, o Options, r io.Reade
 	if err != nil {
 		return nil, rs.abort(ctx, err, true)
 	}
+	// Its incarnation is the filter's now: a load after a loss keeps it
+	// (incarnation.go). The restore stands without it.
+	_ = f.keepIncarnation(fctx, rs.inc)
 	return f, nil
 }
 
@@ -525,7 +528,7 @@ func (f *filter) replace(ctx context.Context) error {
 	for key := range keys {
 		pipe.Del(ctx, key, copyKey(key), leaseKey(key))
 	}
-	pipe.Del(ctx, resizedKey(f.prefix, f.name))
+	pipe.Del(ctx, resizedKey(f.prefix, f.name), incarnationKey(f.prefix, f.name))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("deleting the filter it replaces: %w", err)
 	}
