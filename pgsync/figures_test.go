@@ -26,10 +26,17 @@ func TestFigures(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Capacity = 2_000_000
+	// The initial load: a table of 1,000,000 rows, from the start of the
+	// first run to the filter holding every row and the stream caught up.
+	e.pg.exec(t, `INSERT INTO items SELECT g, 'x' FROM generate_series(900000001, 901000000) g`)
 	s, _ := New(cfg)
+	start := time.Now()
 	stop := runSync(t, s)
 	e.caughtUp(t, "items")
+	loaded := time.Since(start)
 	stop()
+	e.checkEqual(t, "items")
+	t.Logf("initial load: 1000000 rows in %v: %.0f rows/s", loaded.Round(time.Millisecond), 1e6/loaded.Seconds())
 
 	// Saturation: a backlog of changes in the WAL, then the time to apply it.
 	conn := e.pg.conn(t)
