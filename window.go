@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -551,12 +552,19 @@ func (w *Window) create(ctx context.Context) error {
 	return err
 }
 
-// ringRead is one partition's ring as read in one transaction.
+// ringRead is one partition's ring as read by plain commands, not a
+// transaction: the ring and its settings are two keys, and while their
+// slot migrates a transaction over both is refused (TRYAGAIN) for as long
+// as one has moved and the other not, where each command alone goes on.
+// The settings are read before the ring and again after it, and the
+// clock last, so that a ring found missing is judged by settings that
+// held all along and by a time after it was found missing (settled).
 type ringRead struct {
-	time     *redis.TimeCmd // nil with a test clock
+	settings *redis.SliceCmd
 	head     *redis.StringCmd
 	size     *redis.IntCmd
-	settings *redis.SliceCmd
+	time     *redis.TimeCmd // nil with a test clock
+	again    *redis.SliceCmd
 }
 
 // hasSettings says whether the partition's settings were found.
@@ -565,17 +573,82 @@ func (rr ringRead) hasSettings() bool {
 	return ok
 }
 
-// readRing queues the reads of partition p's ring head and settings.
-func (w *Window) readRing(ctx context.Context, pipe redis.Pipeliner, p int) ringRead {
+// readRing queues the reads of partition p's ring head and settings, with
+// what more queues (the words of some events) after the ring's head.
+func (w *Window) readRing(ctx context.Context, pipe redis.Pipeliner, p int, more func()) ringRead {
 	var rr ringRead
+	key := w.ringKey(p)
+	rr.settings = pipe.HMGet(ctx, w.settingsKey(p), "s", "ring", "inc")
+	rr.head = pipe.GetRange(ctx, key, 0, int64(w.r.state)-1)
+	rr.size = pipe.StrLen(ctx, key)
+	if more != nil {
+		more()
+	}
 	if w.clock == nil {
 		rr.time = pipe.Time(ctx)
 	}
-	key := w.ringKey(p)
-	rr.head = pipe.GetRange(ctx, key, 0, int64(w.r.state)-1)
-	rr.size = pipe.StrLen(ctx, key)
-	rr.settings = pipe.HMGet(ctx, w.settingsKey(p), "s", "ring", "inc")
+	rr.again = pipe.HMGet(ctx, w.settingsKey(p), "s", "ring", "inc")
 	return rr
+}
+
+// errSettingsMoved is a read's error when a partition's settings changed
+// while its ring was read (written by a call, or dropped): the read goes
+// again.
+var errSettingsMoved = errors.New("rbloom: a window's settings changed while its ring was read")
+
+// settled returns errSettingsMoved when the two reads of the settings
+// differ.
+func (rr ringRead) settled() error {
+	if !slices.Equal(rr.settings.Val(), rr.again.Val()) {
+		return errSettingsMoved
+	}
+	return nil
+}
+
+// readRings runs the units in pipelines of at most limit slots, as
+// filter.transact runs them but without MULTI (ringRead), and again while
+// a cluster refuses them for now or the settings of a ring moved while it
+// was read (settled).
+func (w *Window) readRings(ctx context.Context, units []txUnit, limit int, settled func() error) error {
+	run := func() error {
+		var groups [][]txUnit
+		slots := 0
+		for _, u := range units {
+			if n := len(groups); n == 0 || slots+u.slots > limit {
+				groups, slots = append(groups, nil), 0
+			}
+			groups[len(groups)-1] = append(groups[len(groups)-1], u)
+			slots += u.slots
+		}
+		errs := make([]error, len(groups))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, txWorkers)
+		for i, group := range groups {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				pipe := w.f.rdb.Pipeline()
+				for _, u := range group {
+					u.queue(pipe)
+				}
+				errs[i] = execAll(ctx, pipe)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		return settled()
+	}
+	err := run()
+	for wait := (backoff{}); unapplied(err) || errors.Is(err, errSettingsMoved); {
+		if err2 := wait.next(ctx); err2 != nil {
+			return fmt.Errorf("%w (the cluster kept refusing the read: %v)", err2, err)
+		}
+		err = run()
+	}
+	return err
 }
 
 // state checks what readRing read of partition p and returns its state
@@ -630,7 +703,7 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 }
 
 // TestMany reports for each event whether it was seen within the window,
-// and adds nothing. It runs no script: transactions read the ring's state
+// and adds nothing. It runs no script: pipelines read the ring's state
 // and the events' words, each at most a script call's words (about 300 us
 // of Redis at the seed's size), with the root's state (Window.root); the
 // first preReadWords words of every event, then the others only of the
@@ -649,7 +722,7 @@ func (w *Window) TestMany(ctx context.Context, events []string) ([]bool, error) 
 	return out, nil
 }
 
-// ringWords is what one transaction read of a partition's ring: whether it
+// ringWords is what one pipeline read of a partition's ring: whether it
 // exists, the bucket it is in, and its live generations, as a word's
 // fields read them.
 type ringWords struct {
@@ -682,7 +755,7 @@ func (r wordsRead) seen(mask []uint32) bool {
 }
 
 // readWords reads the words from .. to-1 of the events of pl that want
-// says (every event when want is nil), in transactions of at most
+// says (every event when want is nil), in pipelines of at most
 // maxWindowWords words, each with the ring's state and the root's
 // (Window.root), and checks the states as every call does: a ring lost,
 // missing before its time or damaged fails. An event not read gets the
@@ -718,23 +791,32 @@ func (w *Window) readWords(ctx context.Context, pl placement, want []bool, from,
 		u := &unit{p: p, events: events}
 		touched = append(touched, u)
 		return txUnit{p: p, slots: len(events) * words * len(fields), queue: func(pipe redis.Pipeliner) {
-			u.head = w.readRing(ctx, pipe, p)
-			if len(events) == 0 {
-				return
-			}
-			args := []any{"BITFIELD_RO", w.ringKey(p)}
-			for _, e := range events {
-				for _, o := range pl.offsets[e*f.h.k+from : e*f.h.k+to] {
-					for j := range fields {
-						args = append(args, argGet, types[j], o+uint64(ringFieldBits*j))
+			u.head = w.readRing(ctx, pipe, p, func() {
+				if len(events) == 0 {
+					return
+				}
+				args := []any{"BITFIELD_RO", w.ringKey(p)}
+				for _, e := range events {
+					for _, o := range pl.offsets[e*f.h.k+from : e*f.h.k+to] {
+						for j := range fields {
+							args = append(args, argGet, types[j], o+uint64(ringFieldBits*j))
+						}
 					}
 				}
-			}
-			u.words = redis.NewIntSliceCmd(ctx, args...)
-			_ = pipe.Process(ctx, u.words)
+				u.words = redis.NewIntSliceCmd(ctx, args...)
+				_ = pipe.Process(ctx, u.words)
+			})
 		}}
 	})
-	if err := readAgain(ctx, func() error { return f.transact(ctx, txs, maxWindowWords) }); err != nil {
+	settled := func() error {
+		for _, u := range touched {
+			if err := u.head.settled(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := w.readRings(ctx, txs, maxWindowWords, settled); err != nil {
 		return nil, err
 	}
 	rings := make([]ringWords, len(touched))
@@ -971,16 +1053,23 @@ type GenerationInfo struct {
 	TTL   time.Duration // the time left before it leaves the span
 }
 
-// Info reads the window's state, in one transaction per partition.
+// Info reads the window's state, in one pipeline of plain reads per partition (ringRead).
 func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 	f := w.f
 	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
 	reads := make([]ringRead, len(f.parts))
 	all := make([]txUnit, len(f.parts))
 	for p := range all {
-		all[p] = txUnit{p: p, queue: func(pipe redis.Pipeliner) { reads[p] = w.readRing(ctx, pipe, p) }}
+		all[p] = txUnit{p: p, queue: func(pipe redis.Pipeliner) { reads[p] = w.readRing(ctx, pipe, p, nil) }}
 	}
-	err := readAgain(ctx, func() error { return f.transact(ctx, all, 0) })
+	err := w.readRings(ctx, all, 0, func() error {
+		for _, rr := range reads {
+			if err := rr.settled(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, callError("window info", err)
 	}
