@@ -72,4 +72,4 @@ local CUCKOO_MAX_LOAD, CUCKOO_KICKS, CUCKOO_ITEMS, CUCKOO_MIX = %g, %d, %d, %d
 	strings.Repeat(`\0`, headerSize-reservedByte), onceFieldBytes, recordTagBytes, onceRecordKeys,
 	ringBucketByte, ringWByte, ringCursorByte, ringPositionsByte, ringPositionSize, ringFieldBits,
 	ModeCuckoo, cuckooBucketSize, MinFingerprintBits, MaxFingerprintBits,
-	CuckooMaxLoad, cuckooMaxKicks, cuckooItemsPerCall, cuckooMix)
+	CuckooMaxLoad, cuckooMaxKicks, cuckooItemsPerCall, cuckooMix) + windowLuaConstants
