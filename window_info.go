@@ -2,8 +2,6 @@ package rbloom
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,82 +34,30 @@ type GenerationInfo struct {
 	TTL   time.Duration // the time left before it leaves the span
 }
 
-// Info reads the window's state, in one pipeline of plain reads per partition (ringRead).
+// Info reads the window's state: each partition's ring with plain reads
+// (ringRead), checked as every call checks them: a ring lost is an
+// error, not a generation's events gone.
 func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 	f := w.f
 	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
-	reads := make([]ringRead, len(f.parts))
-	all := make([]txUnit, len(f.parts))
-	for p := range all {
-		all[p] = txUnit{p: p, queue: func(pipe redis.Pipeliner) { reads[p] = w.readRing(ctx, pipe, p, nil) }}
-	}
-	err := w.readRings(ctx, all, 0, func() error {
-		for _, rr := range reads {
-			if err := rr.settled(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	every := func(int) bool { return true }
+	units, err := w.readUnits(ctx, make([][]int, len(f.parts)), every, 1, func(redis.Pipeliner, *ringUnit) {})
 	if err != nil {
 		return nil, callError("window info", err)
 	}
-	states := make([]ringState, len(f.parts))
-	times := make([]int64, len(f.parts))
-	var missing []int
-	for p := range f.parts {
-		st, nowMS, ok, err := w.state(p, reads[p])
-		if err != nil {
-			return nil, callError("window info", err)
-		}
-		if !ok {
-			missing = append(missing, p)
-			continue
-		}
-		states[p], times[p] = st, nowMS
-	}
-	// As TestMany: a ring lost is an error, not a generation's events gone.
-	rootLives := !slices.Contains(missing, w.root)
-	err = w.lost(ctx, rootLives, missing)
-	if err == nil && !rootLives && !reads[w.root].hasSettings() {
-		if err = w.rootLost(ctx); errors.Is(err, errDropped) {
-			err = nil
-		}
-	}
+	checks, err := w.check(ctx, units)
 	if err != nil {
 		return nil, callError("window info", err)
 	}
 	gens := map[int64]*GenerationInfo{}
 	var current int64
-	for p := range f.parts {
-		if slices.Contains(missing, p) {
+	for i, u := range units {
+		if !checks[i].ok {
 			continue
 		}
-		st, nowMS := states[p], times[p]
-		in.Bytes += reads[p].size.Val()
-		c, err := st.current(w.ringKey(p), nowMS)
-		if err != nil {
-			return nil, callError("window info", err)
-		}
-		current = max(current, c)
-		cleaning := 0
-		for q, h := range st.held {
-			if h < 0 {
-				cleaning++
-			}
-			if !st.live(q, c, w.r.gens) {
-				continue
-			}
-			g := gens[h]
-			if g == nil {
-				end := time.UnixMilli((h + int64(w.r.gens) + 1) * w.bucket.Milliseconds())
-				g = &GenerationInfo{Start: time.UnixMilli(h * w.bucket.Milliseconds()), TTL: end.Sub(time.UnixMilli(nowMS))}
-				gens[h] = g
-			}
-			g.Items += st.items[q]
-			g.Bytes += w.r.size / int64(w.r.w)
-		}
-		in.Cleaning = max(in.Cleaning, cleaning)
+		in.Bytes += u.head.size.Val()
+		current = max(current, checks[i].bucket)
+		in.Cleaning = max(in.Cleaning, w.generations(checks[i], gens))
 	}
 	for b := current - int64(w.r.gens); b <= current; b++ {
 		if g := gens[b]; g != nil {
@@ -119,4 +65,27 @@ func (w *Window) Info(ctx context.Context) (*WindowInfo, error) {
 		}
 	}
 	return in, nil
+}
+
+// generations adds the live generations of one partition's ring to gens,
+// by bucket, and returns the number of its positions being cleaned.
+func (w *Window) generations(rc ringCheck, gens map[int64]*GenerationInfo) (cleaning int) {
+	st, c := rc.st, rc.bucket
+	for q, h := range st.held {
+		if h < 0 {
+			cleaning++
+		}
+		if !st.live(q, c, w.r.gens) {
+			continue
+		}
+		g := gens[h]
+		if g == nil {
+			end := time.UnixMilli((h + int64(w.r.gens) + 1) * w.bucket.Milliseconds())
+			g = &GenerationInfo{Start: time.UnixMilli(h * w.bucket.Milliseconds()), TTL: end.Sub(time.UnixMilli(rc.nowMS))}
+			gens[h] = g
+		}
+		g.Items += st.items[q]
+		g.Bytes += w.r.size / int64(w.r.w)
+	}
+	return cleaning
 }

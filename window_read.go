@@ -216,16 +216,9 @@ func (r wordsRead) seen(mask []uint32) bool {
 // readWords reads the words from .. to-1 of the events of pl that want
 // says (every event when want is nil), in pipelines of at most
 // maxWindowWords words, each with the ring's state and the root's
-// (Window.root), and checks the states as every call does: a ring lost,
-// missing before its time or damaged fails. An event not read gets the
-// zero wordsRead.
+// (Window.root), and checks the states as every call does (check). An
+// event not read gets the zero wordsRead.
 func (w *Window) readWords(ctx context.Context, pl placement, want []bool, from, to int) ([]wordsRead, error) {
-	f := w.f
-	fields := w.r.fields()
-	types := make([]any, len(fields))
-	for j, width := range fields {
-		types[j] = "u" + strconv.Itoa(width)
-	}
 	groups := pl.groups
 	if want != nil {
 		groups = make([][]int, len(pl.groups))
@@ -237,61 +230,131 @@ func (w *Window) readWords(ctx context.Context, pl placement, want []bool, from,
 			}
 		}
 	}
-	type unit struct {
-		p      int
-		events []int
-		head   ringRead
-		words  *redis.IntSliceCmd
+	per := (to - from) * len(w.r.fields()) // fields read of an event
+	isRoot := func(p int) bool { return p == w.root }
+	units, err := w.readUnits(ctx, groups, isRoot, per, func(pipe redis.Pipeliner, u *ringUnit) {
+		u.words = w.queueWords(ctx, pipe, pl, u, from, to)
+	})
+	if err != nil {
+		return nil, err
 	}
-	var touched []*unit
-	words := to - from
-	perTx := max(1, maxWindowWords/(words*len(fields)))
-	txs := unitsOf(groups, perTx, func(p int) bool { return p == w.root }, func(p int, events []int) txUnit {
-		u := &unit{p: p, events: events}
-		touched = append(touched, u)
-		return txUnit{p: p, slots: len(events) * words * len(fields), queue: func(pipe redis.Pipeliner) {
-			u.head = w.readRing(ctx, pipe, p, func() {
-				if len(events) == 0 {
-					return
-				}
-				args := []any{"BITFIELD_RO", w.ringKey(p)}
-				for _, e := range events {
-					for _, o := range pl.offsets[e*f.h.k+from : e*f.h.k+to] {
-						for j := range fields {
-							args = append(args, argGet, types[j], o+uint64(ringFieldBits*j))
-						}
-					}
-				}
-				u.words = redis.NewIntSliceCmd(ctx, args...)
-				_ = pipe.Process(ctx, u.words)
-			})
+	checks, err := w.check(ctx, units)
+	if err != nil {
+		return nil, err
+	}
+	reads := make([]wordsRead, len(pl.offsets)/w.f.h.k)
+	for i, u := range units {
+		ring := &ringWords{ok: checks[i].ok, bucket: checks[i].bucket}
+		if ring.ok {
+			ring.mask = checks[i].st.liveMask(w.r, ring.bucket)
+		}
+		for _, e := range u.events {
+			reads[e].ring = ring
+		}
+		if !ring.ok || u.words == nil {
+			continue // no ring: nothing held
+		}
+		vals := u.words.Val()
+		if len(vals) != len(u.events)*per {
+			return nil, fmt.Errorf("BITFIELD_RO answered %d values, want %d", len(vals), len(u.events)*per)
+		}
+		for x, e := range u.events {
+			reads[e].fields = make([]uint32, per)
+			for y, v := range vals[x*per : (x+1)*per] {
+				reads[e].fields[y] = uint32(v)
+			}
+		}
+	}
+	return reads, nil
+}
+
+// ringUnit is one partition's ring read with the words of some events.
+type ringUnit struct {
+	p      int
+	events []int
+	head   ringRead
+	words  *redis.IntSliceCmd // nil without events
+}
+
+// readUnits reads the rings of the partitions of groups' events (and of
+// those always says, with none), a unit of at most maxWindowWords words
+// of per fields an event each, what more queues after each ring's head.
+func (w *Window) readUnits(ctx context.Context, groups [][]int, always func(p int) bool, per int, more func(redis.Pipeliner, *ringUnit)) ([]*ringUnit, error) {
+	var units []*ringUnit
+	txs := unitsOf(groups, max(1, maxWindowWords/per), always, func(p int, events []int) txUnit {
+		u := &ringUnit{p: p, events: events}
+		units = append(units, u)
+		return txUnit{p: p, slots: len(events) * per, queue: func(pipe redis.Pipeliner) {
+			u.head = w.readRing(ctx, pipe, p, func() { more(pipe, u) })
 		}}
 	})
 	settled := func() error {
-		for _, u := range touched {
+		for _, u := range units {
 			if err := u.head.settled(); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	if err := w.readRings(ctx, txs, maxWindowWords, settled); err != nil {
-		return nil, err
+	return units, w.readRings(ctx, txs, maxWindowWords, settled)
+}
+
+// queueWords queues one BITFIELD_RO of the words from .. to-1 of u's
+// events, nil when it has none.
+func (w *Window) queueWords(ctx context.Context, pipe redis.Pipeliner, pl placement, u *ringUnit, from, to int) *redis.IntSliceCmd {
+	if len(u.events) == 0 {
+		return nil
 	}
-	rings := make([]ringWords, len(touched))
+	fields := w.r.fields()
+	k := w.f.h.k
+	args := []any{"BITFIELD_RO", w.ringKey(u.p)}
+	for _, e := range u.events {
+		for _, o := range pl.offsets[e*k+from : e*k+to] {
+			for j, width := range fields {
+				args = append(args, argGet, fieldTypes[width], o+uint64(ringFieldBits*j))
+			}
+		}
+	}
+	cmd := redis.NewIntSliceCmd(ctx, args...)
+	_ = pipe.Process(ctx, cmd)
+	return cmd
+}
+
+// fieldTypes are the BITFIELD types of fields of each width.
+var fieldTypes = func() []any {
+	out := make([]any, ringFieldBits+1)
+	for width := range out {
+		out[width] = "u" + strconv.Itoa(width)
+	}
+	return out
+}()
+
+// ringCheck is what check found of one unit's ring: whether it exists,
+// its state, the time of the read and the bucket it is in.
+type ringCheck struct {
+	ok     bool
+	st     ringState
+	nowMS  int64
+	bucket int64
+}
+
+// check checks the rings that units read as every call does: a ring
+// damaged, missing before its time (state), or lost while the root lives
+// (lost), or a root lost beside other rings (rootLost), fails.
+func (w *Window) check(ctx context.Context, units []*ringUnit) ([]ringCheck, error) {
+	checks := make([]ringCheck, len(units))
 	var missing []int
 	rootLives, rootSettings := false, false
-	for i, u := range touched {
+	for i, u := range units {
 		st, nowMS, ok, err := w.state(u.p, u.head)
 		if err != nil {
 			return nil, err
 		}
-		rings[i] = ringWords{ok: ok, bucket: nowMS / w.bucket.Milliseconds()}
+		checks[i] = ringCheck{ok: ok, st: st, nowMS: nowMS, bucket: nowMS / w.bucket.Milliseconds()}
 		if ok {
-			if rings[i].bucket, err = st.current(w.ringKey(u.p), nowMS); err != nil {
+			if checks[i].bucket, err = st.current(w.ringKey(u.p), nowMS); err != nil {
 				return nil, err
 			}
-			rings[i].mask = st.liveMask(w.r, rings[i].bucket)
 		}
 		switch {
 		case u.p == w.root:
@@ -309,27 +372,7 @@ func (w *Window) readWords(ctx context.Context, pl placement, want []bool, from,
 			return nil, err
 		}
 	}
-	reads := make([]wordsRead, len(pl.offsets)/f.h.k)
-	for i, u := range touched {
-		for _, e := range u.events {
-			reads[e].ring = &rings[i]
-		}
-		if !rings[i].ok || u.words == nil {
-			continue // no ring: nothing held
-		}
-		vals := u.words.Val()
-		per := words * len(fields)
-		if len(vals) != len(u.events)*per {
-			return nil, fmt.Errorf("BITFIELD_RO answered %d values, want %d", len(vals), len(u.events)*per)
-		}
-		for x, e := range u.events {
-			reads[e].fields = make([]uint32, per)
-			for y, v := range vals[x*per : (x+1)*per] {
-				reads[e].fields[y] = uint32(v)
-			}
-		}
-	}
-	return reads, nil
+	return checks, nil
 }
 
 // preReadWords is how many of an event's words preRead reads of every
