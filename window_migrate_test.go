@@ -84,7 +84,9 @@ func TestWindowSlotMigration(t *testing.T) {
 	inFilter := slices.Clone(held[:10])
 	must(c.AddMany(ctx, inFilter)).on(t)
 
-	const deadline = 300 * time.Millisecond
+	// Each call's deadline: time enough for a read on a loaded machine,
+	// far less than a wait for the migration (maxRedirectWait).
+	const deadline = 2 * time.Second
 	var outcomes []outcome
 	call := func(what string, fn func(ctx context.Context) error) error {
 		cctx, cancel := context.WithTimeout(ctx, deadline)
@@ -184,7 +186,7 @@ func TestWindowSlotMigration(t *testing.T) {
 	m := startMove(t, cl.Addrs(), owner, slot)
 	phase("migrating, no key moved", 600*time.Millisecond)
 	m.migrate(t, func(key string) bool { return key == w.ringKey(0) })
-	split := phase("ring moved, its settings not", 1500*time.Millisecond)
+	split := phase("ring moved, its settings not", 3*deadline/2)
 	m.finish(t)
 	phase("after the move", 600*time.Millisecond)
 	close(stop)
