@@ -35,11 +35,3 @@ func (w *Window) expected() int64 {
 
 // saw records that a call found itself in bucket b.
 func (w *Window) saw(b int64) { w.bucketSeen.Store(b) }
-
-// nowMS is the time of a read: the test clock's, or Redis's as read.
-func (w *Window) nowMS(redisTime time.Time) int64 {
-	if w.clock != nil {
-		return w.clock()
-	}
-	return redisTime.UnixMilli()
-}
