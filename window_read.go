@@ -64,38 +64,37 @@ func (rr ringRead) settled() error {
 	return nil
 }
 
+// pipelined runs the units in one pipeline.
+func (w *Window) pipelined(ctx context.Context, units []txUnit) error {
+	pipe := w.f.rdb.Pipeline()
+	for _, u := range units {
+		u.queue(pipe)
+	}
+	return execAll(ctx, pipe)
+}
+
 // readRings runs the units in pipelines of at most limit slots, as
 // filter.transact runs them but without MULTI (ringRead), and again while
 // a cluster refuses them for now or the settings of a ring moved while it
 // was read (settled).
 func (w *Window) readRings(ctx context.Context, units []txUnit, limit int, settled func() error) error {
+	var groups [][]txUnit
+	slots := 0
+	for _, u := range units {
+		if n := len(groups); n == 0 || slots+u.slots > limit {
+			groups, slots = append(groups, nil), 0
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], u)
+		slots += u.slots
+	}
 	run := func() error {
-		var groups [][]txUnit
-		slots := 0
-		for _, u := range units {
-			if n := len(groups); n == 0 || slots+u.slots > limit {
-				groups, slots = append(groups, nil), 0
+		if len(groups) == 1 { // the usual case: no goroutine
+			if err := w.pipelined(ctx, groups[0]); err != nil {
+				return err
 			}
-			groups[len(groups)-1] = append(groups[len(groups)-1], u)
-			slots += u.slots
+			return settled()
 		}
-		errs := make([]error, len(groups))
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, txWorkers)
-		for i, group := range groups {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				pipe := w.f.rdb.Pipeline()
-				for _, u := range group {
-					u.queue(pipe)
-				}
-				errs[i] = execAll(ctx, pipe)
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
+		if err := w.inParallel(ctx, groups); err != nil {
 			return err
 		}
 		return settled()
@@ -108,6 +107,29 @@ func (w *Window) readRings(ctx context.Context, units []txUnit, limit int, settl
 		err = run()
 	}
 	return err
+}
+
+// inParallel runs each group of units in its own pipeline, txWorkers at
+// a time, and returns the first error.
+func (w *Window) inParallel(ctx context.Context, groups [][]txUnit) error {
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, txWorkers)
+	for i, group := range groups {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = w.pipelined(ctx, group)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // state checks what readRing read of partition p and returns its state
