@@ -96,142 +96,75 @@
 --           outlive it), or holds a state no window writes: its events
 --           must not be answered new.
 
+local argv = ARGV
+local head, settingsArg, field, tag, clock, create = ARGV[1], ARGV[2], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local FIRST_OFFSET = 14
 local CLEAN_STEP = 32768   -- bytes of words one BITOP clears: 100-150 us a step at the seed's size
 local CLEAN_CALL = 1       -- steps a call that answers events takes, when the pass is behind
 local CLEAN_BLOCKED = 4    -- steps a call takes when its bucket waits on them
 local MIN_RING_TTL = 60000 -- ms: a ring of tiny buckets outlives a slow round trip
 local MAX_ROUND = 40       -- bytes of a round token (ARGV[12])
 local MAX_WORDS = 1500     -- slot words a call reads and writes: 4 BITFIELD arguments each at most
-local FIRST_OFFSET = 14    -- the ARGV of the first word offset
-
 local ring, settings, maskKey, scratch = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local head, settingsArg, field, tag, clock, create = ARGV[1], ARGV[2], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-local root, round = ARGV[11], ARGV[12]
 
--- What checkCall finds of the call: the generations' header, bucket and
--- span, the ring's layout, and the events with their words.
-local f, bucketMS, gens, keep, W, DATA, size, dataBytes
-local found, n, nHeld, nOffsets, expected
-local bases, words = {}, {} -- bases[i]: the words before event i's; words: the offsets less ARGV[10] mod W
-local H, D = string.byte(FOUND_HELD), string.byte(NOT_READ)
--- What the reads find: the time, the settings, the ring's state.
-local now, stored, storedSettings, expires, storedInc
-local got, held, cursor = nil, {}, 0 -- held[q]: what position q holds, as in the state
--- What the call works out: the incarnation and lifetimes of its keys,
--- the bucket it is in, and the state changes to write back.
-local inc, ttl, settingsTTL, c, fast
-local state = {}
+local f, why = parse(head)
+if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
+if f.mode ~= 'b' then return reject('ARGS', 'a window holds classic generations') end
+local bucketMS = int(ARGV[3], 1, 2^40)
+local gens = int(ARGV[4], 1, 10000)
+local keep = int(ARGV[5], 1, 2^50)
+if not bucketMS or not gens or not keep then
+  return reject('ARGS', 'ARGV[3..5] are not a bucket, a number of generations and a duration')
+end
+if #settingsArg <= HEADER or string.sub(settingsArg, 1, IDENTITY) ~= f.ident then
+  return reject('ARGS', 'ARGV[2] does not start with ARGV[1]\'s identity')
+end
+if create ~= CREATE_NONE and create ~= CREATE_RING and create ~= CREATE_SETTINGS then
+  return reject('ARGS', 'ARGV[9] is not ' .. CREATE_NONE .. ', ' .. CREATE_RING .. ' or ' .. CREATE_SETTINGS)
+end
+local root = ARGV[11]
+if root ~= PART_ROOT and root ~= PART_OTHER then return reject('ARGS', 'ARGV[11] is not ' .. PART_ROOT .. ' or ' .. PART_OTHER) end
+if #KEYS < 5 then return reject('ARGS', 'want the ring, the settings, two scratch keys and a record') end
 
+local W = gens + 2
+local DATA = RING_POSITIONS_BYTE + RING_POSITION_SIZE * W
 -- The bit offsets of position q's bucket and events in the state.
 local function heldBit(q) return 8 * (RING_POSITIONS_BYTE + RING_POSITION_SIZE * q) end
 local function itemsBit(q) return 8 * (RING_POSITIONS_BYTE + RING_POSITION_SIZE * q + 8) end
+local size = DATA + math.ceil(f.m * W / 8)
+if size > MAX_STRING_BYTES then return reject('ARGS', 'a ring of ' .. size .. ' bytes does not fit in a Redis string') end
+local dataBytes = size - DATA
 
--- int64 reads the big-endian int64 at byte i (from 1) of s, and buckets
--- the W positions' buckets into held (W an argument: in miniredis's Lua
--- a function made in this block read the upvalue as nil). Redis's struct library does it in
--- C: the state's W + 3 of them cost about 2 us a call where Lua took 15
--- at the seed's W = 26. miniredis's Lua has no struct: there, the bytes.
-local int64, buckets
+-- The words of this call's events, checked before anything is written.
+local words = {}
+local nOffsets = #ARGV - FIRST_OFFSET + 1
+local found = ARGV[13] or ''
+if #found > MAX_WORDS or string.find(found, '[^' .. FOUND_HELD .. FOUND_NONE .. NOT_READ .. ']') then
+  return reject('ARGS', 'ARGV[13] is not one ' .. FOUND_HELD .. ', ' .. FOUND_NONE .. ' or ' .. NOT_READ .. ' an event')
+end
+local n = #found
+local _, nHeld = string.gsub(found, FOUND_HELD, '')
+local withWords = n - nHeld
+if nOffsets ~= withWords * f.k or nOffsets > MAX_WORDS then
+  return reject('ARGS', nOffsets .. ' word offsets for ' .. withWords .. ' events not found held, at k = ' .. f.k .. ', up to ' .. MAX_WORDS)
+end
+-- bases[i]: the words before event i's; an event found held has none.
+local bases, H, D = {}, string.byte(FOUND_HELD), string.byte(NOT_READ)
 do
-  local hasStruct, structLib = pcall(function() return struct end)
-  if hasStruct and structLib then
-    local unpackInt = structLib.unpack
-    int64 = function(s, i) return (unpackInt('>i8', s, i)) end
-    -- Up to 200 in one C call (the Lua stack takes about 8,000 values).
-    buckets = function(s, into, W)
-      local skip = string.rep('x', RING_POSITION_SIZE - 8)
-      for lo = 0, W - 1, 200 do
-        local k = math.min(200, W - lo)
-        local v = {unpackInt('>' .. string.rep('i8' .. skip, k), s, RING_POSITIONS_BYTE + 1 + RING_POSITION_SIZE * lo)}
-        for x = 1, k do into[lo + x - 1] = v[x] end
-      end
-    end
-  else
-    local byte = string.byte
-    int64 = function(s, i)
-      local a, b, cc, d, e, g, h, l = byte(s, i, i + 7)
-      if a >= 128 then -- two's complement: -1 - the inverted bits
-        return -1 - ((((((((255 - a) * 256 + 255 - b) * 256 + 255 - cc) * 256 + 255 - d) * 256 +
-          255 - e) * 256 + 255 - g) * 256 + 255 - h) * 256 + 255 - l)
-      end
-      return ((((((a * 256 + b) * 256 + cc) * 256 + d) * 256 + e) * 256 + g) * 256 + h) * 256 + l
-    end
-    buckets = function(s, into, W)
-      for q = 0, W - 1 do into[q] = int64(s, RING_POSITIONS_BYTE + 1 + RING_POSITION_SIZE * q) end
-    end
-  end
-end
-
--- band is Lua's bit.band; miniredis's Lua has no bit library.
-local band
-do
-  local hasBit, lib = pcall(function() return bit end)
-  band = hasBit and lib and lib.band or function(a, b)
-    local r, p = 0, 1
-    while a > 0 and b > 0 do
-      local x, y = a % 2, b % 2
-      if x == 1 and y == 1 then r = r + p end
-      a, b, p = (a - x) / 2, (b - y) / 2, p * 2
-    end
-    return r
-  end
-end
-
--- checkCall checks ARGV and KEYS, before anything is read or written,
--- and returns a refusal, or nil.
-local function checkCall()
-  local why
-  f, why = parse(head)
-  if not f then return reject('ARGS', 'ARGV[1]: ' .. why) end
-  if f.mode ~= 'b' then return reject('ARGS', 'a window holds classic generations') end
-  bucketMS, gens, keep = int(ARGV[3], 1, 2^40), int(ARGV[4], 1, 10000), int(ARGV[5], 1, 2^50)
-  if not bucketMS or not gens or not keep then
-    return reject('ARGS', 'ARGV[3..5] are not a bucket, a number of generations and a duration')
-  end
-  if #settingsArg <= HEADER or string.sub(settingsArg, 1, IDENTITY) ~= f.ident then
-    return reject('ARGS', 'ARGV[2] does not start with ARGV[1]\'s identity')
-  end
-  if create ~= CREATE_NONE and create ~= CREATE_RING and create ~= CREATE_SETTINGS then
-    return reject('ARGS', 'ARGV[9] is not ' .. CREATE_NONE .. ', ' .. CREATE_RING .. ' or ' .. CREATE_SETTINGS)
-  end
-  if root ~= PART_ROOT and root ~= PART_OTHER then return reject('ARGS', 'ARGV[11] is not ' .. PART_ROOT .. ' or ' .. PART_OTHER) end
-  if #round < 1 or #round > MAX_ROUND then return reject('ARGS', 'ARGV[12] is not a round token') end
-  if #KEYS < 5 then return reject('ARGS', 'want the ring, the settings, two scratch keys and a record') end
-  W = gens + 2
-  DATA = RING_POSITIONS_BYTE + RING_POSITION_SIZE * W
-  size = DATA + math.ceil(f.m * W / 8)
-  if size > MAX_STRING_BYTES then return reject('ARGS', 'a ring of ' .. size .. ' bytes does not fit in a Redis string') end
-  dataBytes = size - DATA
-  expected = int(ARGV[10], 1, 2^50)
-  if not expected then return reject('ARGS', 'ARGV[10] is not a bucket') end
-  return nil
-end
-
--- checkEvents checks ARGV[13] and the word offsets, and returns a
--- refusal, or nil.
-local function checkEvents()
-  found = ARGV[13] or ''
-  if #found > MAX_WORDS or string.find(found, '[^' .. FOUND_HELD .. FOUND_NONE .. NOT_READ .. ']') then
-    return reject('ARGS', 'ARGV[13] is not one ' .. FOUND_HELD .. ', ' .. FOUND_NONE .. ' or ' .. NOT_READ .. ' an event')
-  end
-  n = #found
-  nOffsets = #ARGV - FIRST_OFFSET + 1
-  local _, count = string.gsub(found, FOUND_HELD, '')
-  nHeld = count
-  local withWords = n - nHeld
-  if nOffsets ~= withWords * f.k or nOffsets > MAX_WORDS then
-    return reject('ARGS', nOffsets .. ' word offsets for ' .. withWords .. ' events not found held, at k = ' .. f.k .. ', up to ' .. MAX_WORDS)
-  end
   local off = 0
   for i = 1, n do
     bases[i] = off
     if string.byte(found, i) ~= H then off = off + f.k end
   end
+end
+local expected = int(ARGV[10], 1, 2^50)
+if not expected then return reject('ARGS', 'ARGV[10] is not a bucket') end
+do
   local qe = expected % W
   local lo, hi = DATA * 8 + qe, DATA * 8 + (f.m - 1) * W + qe
   local ok, bad = pcall(function()
     -- Locals, not upvalues: each use of an upvalue costs an instruction.
-    local args, into, low, high, width, shift, before = ARGV, words, lo, hi, W, qe, FIRST_OFFSET - 1
+    local args, into, low, high, width, shift, before = argv, words, lo, hi, W, qe, FIRST_OFFSET - 1
     for i = before + 1, #args do
       local o = args[i] + 0
       if o < low or o > high or (o - low) % width ~= 0 then return i end
@@ -240,37 +173,75 @@ local function checkEvents()
   end)
   if not ok then return reject('ARGS', 'ARGV[' .. FIRST_OFFSET .. '..] are not all numbers') end
   if bad then return reject('ARGS', 'ARGV[' .. bad .. '] is not the bit offset of a slot\'s word') end
-  return nil
 end
 
--- readClock reads the time: Redis's, or the test's (ARGV[8]).
-local function readClock()
-  if clock == '' then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    return nil
-  end
+local now
+if clock == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
   now = int(clock, 1, 2^52)
   if not now then return reject('ARGS', 'ARGV[8] is not a time in ms') end
-  return nil
 end
 
--- readSettings reads the settings, and refuses a handle with others
--- before anything else, replays included: its events live elsewhere, or
--- mean something else.
-local function readSettings()
-  stored = redis.call('HMGET', settings, 's', 'ring', 'inc', 'wait', 'dropped')
-  storedSettings, expires, storedInc = stored[1], tonumber(stored[2]), stored[3]
-  if storedInc and #storedInc ~= INC_SIZE then return reject('DAMAGED', settings .. ': an incarnation of ' .. #storedInc .. ' bytes') end
-  if storedSettings and storedSettings ~= settingsArg then
-    return reject('MISMATCH', settings .. ' holds other settings than this handle\'s (partitions, events per bucket, error rate, id lifetime, bucket or span)')
+-- A handle with other settings is refused before anything else, replays
+-- included: its events live elsewhere, or mean something else.
+local round = ARGV[12]
+if #round < 1 or #round > MAX_ROUND then return reject('ARGS', 'ARGV[12] is not a round token') end
+local stored = redis.call('HMGET', settings, 's', 'ring', 'inc', 'wait', 'dropped')
+local storedSettings, expires, storedInc = stored[1], tonumber(stored[2]), stored[3]
+if storedInc and #storedInc ~= INC_SIZE then return reject('DAMAGED', settings .. ': an incarnation of ' .. #storedInc .. ' bytes') end
+if storedSettings and storedSettings ~= settingsArg then
+  return reject('MISMATCH', settings .. ' holds other settings than this handle\'s (partitions, events per bucket, error rate, id lifetime, bucket or span)')
+end
+-- int64 reads the big-endian int64 at byte i (from 1) of s. Redis's
+-- struct library does it in C: the state's W + 3 of them cost about 2 us
+-- a call where Lua took 15 at the seed's W = 26. miniredis's Lua has no
+-- struct: there, the bytes.
+local int64, buckets
+local hasStruct, structLib = pcall(function() return struct end)
+if hasStruct and structLib then
+  local unpackInt = structLib.unpack
+  int64 = function(s, i) return (unpackInt('>i8', s, i)) end
+  -- buckets reads the W positions' buckets into held, up to 200 in one
+  -- C call (the Lua stack takes about 8,000 values).
+  buckets = function(s, held)
+    local skip = string.rep('x', RING_POSITION_SIZE - 8)
+    for lo = 0, W - 1, 200 do
+      local c = math.min(200, W - lo)
+      local v = {unpackInt('>' .. string.rep('i8' .. skip, c), s, RING_POSITIONS_BYTE + 1 + RING_POSITION_SIZE * lo)}
+      for x = 1, c do held[lo + x - 1] = v[x] end
+    end
   end
-  return nil
+else
+  local byte = string.byte
+  int64 = function(s, i)
+    local a, b, c, d, e, g, h, l = byte(s, i, i + 7)
+    if a >= 128 then -- two's complement: -1 - the inverted bits
+      return -1 - ((((((((255 - a) * 256 + 255 - b) * 256 + 255 - c) * 256 + 255 - d) * 256 +
+        255 - e) * 256 + 255 - g) * 256 + 255 - h) * 256 + 255 - l)
+    end
+    return ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + g) * 256 + h) * 256 + l
+  end
+  buckets = function(s, held)
+    for q = 0, W - 1 do held[q] = int64(s, RING_POSITIONS_BYTE + 1 + RING_POSITION_SIZE * q) end
+  end
 end
 
--- checkState checks the ring's header and state, read into got and held,
--- as window.go's Window.state does, and returns a refusal, or nil.
-local function checkState()
+local got = redis.pcall('GETRANGE', ring, 0, DATA - 1)
+if type(got) == 'table' then
+  if string.find(got.err, 'WRONGTYPE', 1, true) then return reject('NOTFILTER', ring .. ' holds another type') end
+  return got
+end
+local held, cursor = {}, 0 -- held[q]: what position q holds, as in the state
+if got == '' then
+  if redis.call('EXISTS', ring) == 1 then return reject('NOTFILTER', ring .. ' holds an empty string') end
+  if expires and now < expires then
+    return reject('DAMAGED', ring .. ' was written until ' .. expires .. ' and is gone: its events cannot be told from new ones')
+  end
+  if create == CREATE_NONE then return REPLY_MISSING end
+  for q = 0, W - 1 do held[q] = 0 end
+else
   -- The settings outlive the ring: a ring without them lost them, and
   -- with them what would tell a handle of other settings from its own.
   if not storedSettings then
@@ -299,69 +270,46 @@ local function checkState()
   if storedInc and incarnation(got) ~= storedInc then
     return reject('DAMAGED', ring .. ' has another incarnation than ' .. settings .. ' says: another ring was put in its place')
   end
-  buckets(got, held, W)
-  local newest = 0
+  buckets(got, held)
   for q = 0, W - 1 do
     local h = held[q]
     if h < -2 or (h > 0 and h % W ~= q) then
       return reject('DAMAGED', ring .. ': position ' .. q .. ' holds ' .. h)
     end
-    if h > newest then newest = h end
   end
   -- Every call marks the generations older than the span before it
   -- writes, so no window leaves two more than gens buckets apart: a
   -- position rewritten with another bucket of its residue would push
   -- live generations out of the span, and their events would answer new.
+  local newest = 0
+  for q = 0, W - 1 do
+    if held[q] > newest then newest = held[q] end
+  end
   for q = 0, W - 1 do
     if held[q] > 0 and held[q] < newest - gens then
       return reject('DAMAGED', ring .. ': position ' .. q .. ' holds bucket ' .. held[q] .. ', more than ' .. gens .. ' before bucket ' .. newest)
     end
   end
-  return nil
 end
 
--- readRing reads the ring's header and state, and returns a refusal,
--- REPLY_MISSING when it does not exist and the call may not make it, or
--- nil.
-local function readRing()
-  got = redis.pcall('GETRANGE', ring, 0, DATA - 1)
-  if type(got) == 'table' then
-    if string.find(got.err, 'WRONGTYPE', 1, true) then return reject('NOTFILTER', ring .. ' holds another type') end
-    return got
-  end
-  if got ~= '' then return checkState() end
-  if redis.call('EXISTS', ring) == 1 then return reject('NOTFILTER', ring .. ' holds an empty string') end
-  if expires and now < expires then
-    return reject('DAMAGED', ring .. ' was written until ' .. expires .. ' and is gone: its events cannot be told from new ones')
-  end
-  if create == CREATE_NONE then return REPLY_MISSING end
-  for q = 0, W - 1 do held[q] = 0 end
-  return nil
-end
-
--- lifetimes works out the ring's incarnation and how long it and its
--- settings live. An operation id's record holds the incarnation of the
--- rings it was applied to: one left by a window that was dropped is not
--- replayed. The ring lives for the span after its last write (the others
--- than the root three buckets more, so that the root, which every call
--- touches, expires first); the settings remember until when, and the
--- incarnation, for twice the id lifetime at least. The root's settings
--- outlive every other ring: the others' rings live three buckets longer
--- than the root's, written up to a bucket after its settings (the
--- refresh waits a bucket, writeKeys) and a round apart. So a root whose
--- ring and settings are both gone beside a live ring was lost
--- (window.go's rootLost).
-local function lifetimes()
-  inc = storedInc or incarnation(got ~= '' and got or head)
-  ttl = math.max(W * bucketMS, MIN_RING_TTL)
-  if root == PART_OTHER then ttl = ttl + 3 * bucketMS end
-  settingsTTL = ttl + bucketMS
-  if root == PART_ROOT then settingsTTL = ttl + 5 * bucketMS + MIN_RING_TTL end
-  settingsTTL = math.max(settingsTTL, 2 * 1000 * f.once)
-end
-
--- settingsOnly writes the settings of a missing ring (CREATE_SETTINGS).
-local function settingsOnly()
+-- An operation id's record holds the incarnation of the rings it was
+-- applied to: one left by a window that was dropped is not replayed.
+local inc = storedInc or incarnation(got ~= '' and got or head)
+-- The ring lives for the span after its last write (the others than the
+-- root three buckets more, so that the root, which every call touches,
+-- expires first); the settings remember until when, and the incarnation,
+-- for twice the id lifetime at least.
+local ttl = math.max(W * bucketMS, MIN_RING_TTL)
+if root == PART_OTHER then ttl = ttl + 3 * bucketMS end
+-- The root's settings outlive every other ring: the others' rings live
+-- three buckets longer than the root's, written up to a bucket after its
+-- settings (the refresh below waits a bucket) and a round apart. So a root whose ring
+-- and settings are both gone beside a live ring was lost (window.go's
+-- rootLost).
+local settingsTTL = ttl + bucketMS
+if root == PART_ROOT then settingsTTL = ttl + 5 * bucketMS + MIN_RING_TTL end
+settingsTTL = math.max(settingsTTL, 2 * 1000 * f.once)
+if create == CREATE_SETTINGS then
   if got == '' then
     if not storedSettings then
       -- Without 's' the hash holds at most the mark of a Drop (window.go's
@@ -374,8 +322,27 @@ local function settingsOnly()
   end
   return REPLY_MISSING
 end
+local done, err = replay(5, field, tag, inc)
+if err then return err end
+if done then return done end
+if n > 0 and stored[4] == round then return REPLY_WAIT end
 
--- setHeld records that position q holds v, for writeState.
+-- The bucket now: Redis's, or the newest one written if that is later (a
+-- clock stepped back); a generation newer than Redis's clock by more than
+-- the span is damage, not time.
+local c = math.floor(now / bucketMS)
+for q = 0, W - 1 do
+  if held[q] > c + W then
+    return reject('DAMAGED', ring .. ': position ' .. q .. ' holds bucket ' .. held[q] .. ', ahead of the clock\'s ' .. c)
+  end
+end
+for q = 0, W - 1 do
+  if held[q] > c then c = held[q] end
+end
+-- The client wrote each slot's bit for the bucket it expected: in another,
+-- the bits are worked out here, and the answer tells it the bucket.
+local fast = (c == expected)
+local state = {} -- the BITFIELD arguments that write the state back
 local function setHeld(q, v)
   held[q] = v
   state[#state + 1] = 'SET'; state[#state + 1] = 'i64'; state[#state + 1] = heldBit(q)
@@ -385,29 +352,8 @@ local function setHeld(q, v)
     state[#state + 1] = 0
   end
 end
-
--- currentBucket works out the bucket now: Redis's, or the newest one
--- written if that is later (a clock stepped back); a generation newer
--- than Redis's clock by more than the span is damage, not time. The
--- generations older than the span are marked to clean.
-local function currentBucket()
-  c = math.floor(now / bucketMS)
-  for q = 0, W - 1 do
-    if held[q] > c + W then
-      return reject('DAMAGED', ring .. ': position ' .. q .. ' holds bucket ' .. held[q] .. ', ahead of the clock\'s ' .. c)
-    end
-  end
-  for q = 0, W - 1 do
-    if held[q] > c then c = held[q] end
-  end
-  -- The client wrote each slot's bit for the bucket it expected: in
-  -- another, the bits are worked out here, and the answer tells it the
-  -- bucket.
-  fast = (c == expected)
-  for q = 0, W - 1 do
-    if held[q] > 0 and held[q] < c - gens then setHeld(q, -1) end
-  end
-  return nil
+for q = 0, W - 1 do
+  if held[q] > 0 and held[q] < c - gens then setHeld(q, -1) end
 end
 
 -- writeState writes the state changes made so far, 6,000 BITFIELD
@@ -418,24 +364,6 @@ local function writeState()
     redis.call('BITFIELD', ring, unpack(state, lo, math.min(#state, lo + 5999)))
   end
   state = {}
-end
-
--- cleanMask writes the mask of a cleaning step: every bit but those of
--- positions being cleaned. It is made from the state each time, never
--- trusted from a key. Its period is W bytes, 8 words, and every step
--- starts at a multiple of it. It returns the step's bytes.
-local function cleanMask()
-  local period = {}
-  for i = 0, W - 1 do
-    local v = 0
-    for b = 0, 7 do
-      if held[(8 * i + b) % W] ~= -2 then v = v + 2 ^ (7 - b) end
-    end
-    period[i + 1] = string.char(v)
-  end
-  local step = W * math.floor(CLEAN_STEP / W)
-  redis.call('SET', maskKey, string.rep(table.concat(period), step / W))
-  return step
 end
 
 -- clean takes up to steps steps of the cleaning pass, starting one for the
@@ -455,7 +383,19 @@ local function clean(steps)
     state[#state + 1] = 0
   end
   if steps == 0 then return false end
-  local step = cleanMask()
+  -- The mask keeps every bit but those of positions being cleaned. It is
+  -- made from the state each time, never trusted from a key. Its period
+  -- is W bytes, 8 words, and every step starts at a multiple of it.
+  local period = {}
+  for i = 0, W - 1 do
+    local v = 0
+    for b = 0, 7 do
+      if held[(8 * i + b) % W] ~= -2 then v = v + 2 ^ (7 - b) end
+    end
+    period[i + 1] = string.char(v)
+  end
+  local step = W * math.floor(CLEAN_STEP / W)
+  redis.call('SET', maskKey, string.rep(table.concat(period), step / W))
   for _ = 1, steps do
     if cursor >= dataBytes then break end
     local from = DATA + cursor
@@ -480,150 +420,181 @@ local function clean(steps)
   return not waiting
 end
 
--- writeKeys makes the ring when missing, its settings, and their
--- lifetimes: every check is done, and from here on the script writes.
-local function writeKeys()
-  if got == '' then
-    redis.call('SETRANGE', ring, size - 1, '\0')
-    redis.call('SETRANGE', ring, 0, string.sub(head, 1, INC_BYTE) .. inc .. string.sub(head, INC_BYTE + INC_SIZE + 1))
-    redis.call('BITFIELD', ring, 'SET', 'i64', 8 * RING_BUCKET_BYTE, bucketMS, 'SET', 'i64', 8 * RING_W_BYTE, W)
-  end
-  if not storedSettings then redis.call('HSET', settings, 's', settingsArg) end
-  if not storedInc then redis.call('HSET', settings, 'inc', inc) end
-  if not expires or expires < now + ttl - bucketMS then
-    if clock == '' then redis.call('PEXPIREAT', ring, now + ttl) else redis.call('PEXPIRE', ring, ttl) end
-    redis.call('HSET', settings, 'ring', now + ttl)
-    redis.call('PEXPIRE', settings, settingsTTL)
-  end
+-- A root made by a call that wrote its settings before a Drop deleted
+-- them (and left its mark) is not made: the Drop deleted the rings made
+-- before it, and one made now would stand beside their absence.
+if got == '' and create == CREATE_RING and root == PART_ROOT and not storedSettings and stored[5] then
+  return REPLY_MISSING
 end
 
--- masks returns which bits of a word are live generations (the current
--- one apart) and the current one's, as the fields a word is read as:
--- words of more than RING_FIELD_BITS are read as fields of up to that,
--- which Lua's bit library handles.
-local function masks(qc)
-  local m = {F = math.ceil(W / RING_FIELD_BITS), width = {}, typ = {}, live = {}, any = {}}
-  for j = 1, m.F do
-    m.width[j] = math.min(RING_FIELD_BITS, W - RING_FIELD_BITS * (j - 1))
-    m.typ[j] = 'u' .. m.width[j]
-    m.live[j] = 0
+-- Events the client found held come without their words: in another
+-- bucket than its read's the call cannot read them, and answers REPLY_REREAD and
+-- the bucket, writing nothing, for the client to read again. The later
+-- calls of its round wait, as after a REPLY_WAIT (below).
+if n > 0 and not fast and nHeld > 0 then
+  if storedSettings then redis.call('HSET', settings, 'wait', round) end
+  return REPLY_REREAD .. c
+end
+
+-- Every check is done: from here on the script writes.
+if got == '' then
+  redis.call('SETRANGE', ring, size - 1, '\0')
+  redis.call('SETRANGE', ring, 0, string.sub(head, 1, INC_BYTE) .. inc .. string.sub(head, INC_BYTE + INC_SIZE + 1))
+  redis.call('BITFIELD', ring, 'SET', 'i64', 8 * RING_BUCKET_BYTE, bucketMS, 'SET', 'i64', 8 * RING_W_BYTE, W)
+end
+if not storedSettings then redis.call('HSET', settings, 's', settingsArg) end
+if not storedInc then redis.call('HSET', settings, 'inc', inc) end
+if not expires or expires < now + ttl - bucketMS then
+  if clock == '' then redis.call('PEXPIREAT', ring, now + ttl) else redis.call('PEXPIRE', ring, ttl) end
+  redis.call('HSET', settings, 'ring', now + ttl)
+  redis.call('PEXPIRE', settings, settingsTTL)
+end
+
+local qc = c % W
+if held[qc] == 0 then setHeld(qc, c) end
+if held[qc] ~= c then
+  -- The current bucket's position still holds bits of an old generation:
+  -- clear them first, over as many calls as it takes.
+  clean(CLEAN_BLOCKED)
+  if held[qc] == 0 then setHeld(qc, c) end
+  writeState()
+  -- Answered REPLY_WAIT even when this call finished the clearing, and the later
+  -- calls of its round after it (ARGV[12]): none may be applied before
+  -- this one's events.
+  redis.call('HSET', settings, 'wait', round)
+  return REPLY_WAIT
+end
+
+local out = {}
+if n > 0 then
+  -- Which bits of a word are live generations (the current one apart), and
+  -- the current one's: words of more than RING_FIELD_BITS are read as
+  -- fields of up to that, which Lua's bit library handles.
+  local F = math.ceil(W / RING_FIELD_BITS)
+  local width, typ, live, any = {}, {}, {}, {}
+  for j = 1, F do
+    width[j] = math.min(RING_FIELD_BITS, W - RING_FIELD_BITS * (j - 1))
+    typ[j] = 'u' .. width[j]
+    live[j] = 0
   end
   for q = 0, W - 1 do
     if q ~= qc and held[q] > 0 and held[q] >= c - gens then
       local j = math.floor(q / RING_FIELD_BITS) + 1
-      m.live[j] = m.live[j] + 2 ^ (m.width[j] - 1 - q % RING_FIELD_BITS)
+      live[j] = live[j] + 2 ^ (width[j] - 1 - q % RING_FIELD_BITS)
     end
   end
-  m.cj = math.floor(qc / RING_FIELD_BITS) + 1
-  m.cbit = 2 ^ (m.width[m.cj] - 1 - qc % RING_FIELD_BITS)
-  for j = 1, m.F do m.any[j] = m.live[j] + ((j == m.cj) and m.cbit or 0) end
-  return m
-end
+  local cj = math.floor(qc / RING_FIELD_BITS) + 1
+  local cbit = 2 ^ (width[cj] - 1 - qc % RING_FIELD_BITS)
+  for j = 1, F do any[j] = live[j] + ((j == cj) and cbit or 0) end
+  local hasBit, lib = pcall(function() return bit end)
+  local band = hasBit and lib and lib.band or function(a, b)
+    -- miniredis's Lua has no bit library
+    local r, p = 0, 1
+    while a > 0 and b > 0 do
+      local x, y = a % 2, b % 2
+      if x == 1 and y == 1 then r = r + p end
+      a, b, p = (a - x) / 2, (b - y) / 2, p * 2
+    end
+    return r
+  end
 
--- readWords reads the words t = from .. to of the events in list into
--- vals: word w's field j at vals[(w - 1) * F + j].
-local function readWords(m, vals, list, from, to)
-  local get, at, a, g = {}, {}, 0, 0
-  local fmt, F, typ = string.format, m.F, m.typ
-  for x = 1, #list do
-    local i = list[x]
-    for t = from, to do
-      local w = bases[i] + t
-      for j = 1, F do
-        -- An offset as a string: Redis turns a number into one with
-        -- %.17g, about 200 ns each. One store a statement: a multiple
-        -- assignment stores right to left, the last index first, in
-        -- the table's hash part.
-        get[g + 1] = 'GET'
-        get[g + 2] = typ[j]
-        get[g + 3] = fmt('%d', words[w] + RING_FIELD_BITS * (j - 1))
-        g = g + 3
-        a = a + 1
-        at[a] = (w - 1) * F + j
+  local k = f.k
+  -- Word w's field j at vals[(w - 1) * F + j] once read, false before (a
+  -- call that reads leaves none nil: a table filled in order keeps its
+  -- array part, where keyed sparsely it is a hash, and each insert costs
+  -- several times more).
+  local vals = {}
+  local fmt = string.format
+  -- read reads the words of the events in list, t = from .. to of each.
+  local function read(list, from, to)
+    local get, at, a, g = {}, {}, 0, 0
+    for x = 1, #list do
+      local i = list[x]
+      for t = from, to do
+        local w = bases[i] + t
+        for j = 1, F do
+          -- An offset as a string: Redis turns a number into one with
+          -- %.17g, about 200 ns each. One store a statement: a multiple
+          -- assignment stores right to left, the last index first, in
+          -- the table's hash part.
+          get[g + 1] = 'GET'
+          get[g + 2] = typ[j]
+          get[g + 3] = fmt('%d', words[w] + RING_FIELD_BITS * (j - 1))
+          g = g + 3
+          a = a + 1
+          at[a] = (w - 1) * F + j
+        end
       end
     end
+    for lo = 1, #get, 6000 do
+      local part = redis.call('BITFIELD_RO', ring, unpack(get, lo, math.min(#get, lo + 5999)))
+      for x = 1, #part do vals[at[(lo - 1) / 3 + x]] = part[x] end
+    end
   end
-  for lo = 1, #get, 6000 do
-    local part = redis.call('BITFIELD_RO', ring, unpack(get, lo, math.min(#get, lo + 5999)))
-    for x = 1, #part do vals[at[(lo - 1) / 3 + x]] = part[x] end
-  end
-end
 
--- readEvents reads the words of the events the call must read itself: in
--- the bucket of the client's read those it did not read (NOT_READ); in
--- another, every event (none came without its words: see REPLY_REREAD).
--- The first words of each, then more only for the events those leave in
--- doubt, in stages: a new event rarely has a generation whose bits are
--- set in its first 4 words (a full generation has a third of its bits
--- set at the window's k: 1 in 100, for each of 26), and more rarely in
--- its first 6 (1 in 900), so it costs about 5 reads, not k. Word w's
--- field j is at vals[(w - 1) * F + j] once read, false before (a call
--- that reads leaves none nil: a table filled in order keeps its array
--- part, where keyed sparsely it is a hash, and each insert costs several
--- times more).
-local function readEvents(m)
-  local vals, list, from, k, F, any = {}, {}, 1, f.k, m.F, m.any
+  -- In the bucket of the client's read the call reads only the events it
+  -- did not read (NOT_READ; ARGV[13] says what it found of the others); in
+  -- another, every event (none came without its words: see REPLY_REREAD). The
+  -- first words of each, then more only for the events those leave in
+  -- doubt, in stages: a new event rarely has a generation whose bits are
+  -- set in its first 4 words (a full generation has a third of its bits
+  -- set at the window's k: 1 in 100, for each of 26), and more rarely in
+  -- its first 6 (1 in 900), so it costs about 5 reads, not k.
+  local list, from = {}, 1
   for i = 1, n do
     if not fast or string.byte(found, i) == D then list[#list + 1] = i end
   end
-  if #list == 0 then return vals end
-  for x = 1, nOffsets * F do vals[x] = false end
-  for _, upto in ipairs({4, 6, k}) do
-    upto = math.min(upto, k)
-    if upto >= from then
-      readWords(m, vals, list, from, upto)
-      if upto == k then break end
-      local doubt, d = {}, 0
-      for x = 1, #list do
-        local i = list[x]
-        for j = 1, F do
-          local a = any[j]
-          for t = 1, upto do
-            if a == 0 then break end
-            a = band(a, vals[(bases[i] + t - 1) * F + j])
+  if #list > 0 then
+    for x = 1, nOffsets * F do vals[x] = false end
+    for _, upto in ipairs({4, 6, k}) do
+      upto = math.min(upto, k)
+      if upto >= from then
+        read(list, from, upto)
+        if upto == k then break end
+        local doubt, d = {}, 0
+        for x = 1, #list do
+          local i = list[x]
+          for j = 1, F do
+            local a = any[j]
+            for t = 1, upto do
+              if a == 0 then break end
+              a = band(a, vals[(bases[i] + t - 1) * F + j])
+            end
+            if a ~= 0 then d = d + 1; doubt[d] = i; break end
           end
-          if a ~= 0 then d = d + 1; doubt[d] = i; break end
         end
+        if d == 0 then break end
+        list, from = doubt, upto + 1
       end
-      if d == 0 then break end
-      list, from = doubt, upto + 1
     end
   end
-  return vals
-end
 
--- allSet reports whether event i, whose k words were read, has one
--- generation of the mask in all of them.
-local function allSet(m, vals, i)
-  local k, F, base = f.k, m.F, bases[i]
-  for j = 1, F do
-    local a = m.any[j]
-    for t = 1, k do
-      a = band(a, vals[(base + t - 1) * F + j])
-      if a == 0 then break end
-    end
-    if a ~= 0 then return true end
-  end
-  return false
-end
-
--- answer answers each event: seen when found held, or read held by a
--- live generation (all k words read: some generation had all the bits
--- of its first words). Any other gets its bit set in the current
--- generation's k words; one whose k bits were all set already, as read
--- or as the old values BITFIELD answers say, answers seen: an earlier
--- call added it, or an equal event before it in this call (or others, a
--- false positive, as separate calls would give).
-local function answer(qc)
-  local m = masks(qc)
-  local vals = readEvents(m)
-  local k, F, cj, cbit = f.k, m.F, m.cj, m.cbit
-  local out, add, na = {}, {}, 0
+  -- An event not held gets its bit set in the current generation's k
+  -- words. One whose k bits were all set already, as read or as the old
+  -- values BITFIELD answers say, answers seen: an earlier call added it,
+  -- or an equal event before it in this call (or others, a false
+  -- positive, as separate calls would give).
+  local add, na = {}, 0
   local written, nw = {}, 0 -- per event written: its index, its first SET's reply, its bits read set
   for i = 1, n do
     local base = bases[i]
-    if string.byte(found, i) == H or (vals[(base + k - 1) * F + 1] and allSet(m, vals, i)) then
-      out[i] = ANSWER_SEEN -- found held in this bucket (else the call answered REPLY_REREAD), or read so
+    local seen = false
+    if string.byte(found, i) == H then
+      seen = true -- found held, in this bucket (else the call answered REPLY_REREAD)
+    elseif vals[(base + k - 1) * F + 1] then
+      -- All k words read: some generation had all the bits of its first
+      -- words. The others are not held.
+      for j = 1, F do
+        local a = any[j]
+        for t = 1, k do
+          a = band(a, vals[(base + t - 1) * F + j])
+          if a == 0 then break end
+        end
+        if a ~= 0 then seen = true; break end
+      end
+    end
+    if seen then
+      out[i] = ANSWER_SEEN
     else
       local set = 0
       written[nw + 1] = i
@@ -636,7 +607,7 @@ local function answer(qc)
         else
           add[na + 1] = 'SET'
           add[na + 2] = 'u1'
-          add[na + 3] = fast and ARGV[FIRST_OFFSET + w - 1] or words[w] + qc
+          add[na + 3] = fast and argv[FIRST_OFFSET + w - 1] or words[w] + qc
           add[na + 4] = '1'
           na = na + 4
         end
@@ -649,8 +620,9 @@ local function answer(qc)
   local added = 0
   for x = 1, nw, 3 do
     local set, first = written[x + 2], written[x + 1]
-    for y = first, first + (k - set) - 1 do set = set + old[y] end
-    if set == k then
+    local ones = set
+    for y = first, first + (k - set) - 1 do ones = ones + old[y] end
+    if ones == k then
       out[written[x]] = ANSWER_SEEN
     else
       out[written[x]] = ANSWER_NEW
@@ -658,65 +630,16 @@ local function answer(qc)
     end
   end
   if added > 0 then redis.call('BITFIELD', ring, 'INCRBY', 'i64', itemsBit(qc), added) end
-  return table.concat(out)
 end
 
--- cleanShare takes a share of the cleaning that the next bucket will
--- need: a pass is spread over the first three quarters of a bucket, a
--- step in a call when the cursor is behind that schedule, so that few
--- calls pay for it.
-local function cleanShare()
-  local into = (now - c * bucketMS) / (0.75 * bucketMS)
-  if into < 0 or into > 1 then into = 1 end
-  clean((cursor < dataBytes * into) and CLEAN_CALL or 0)
-end
-
-local function main()
-  local stop = checkCall() or checkEvents() or readClock() or readSettings() or readRing()
-  if stop then return stop end
-  lifetimes()
-  if create == CREATE_SETTINGS then return settingsOnly() end
-  local done, err = replay(5, field, tag, inc)
-  if err then return err end
-  if done then return done end
-  if n > 0 and stored[4] == round then return REPLY_WAIT end
-  stop = currentBucket()
-  if stop then return stop end
-  -- A root made by a call that wrote its settings before a Drop deleted
-  -- them (and left its mark) is not made: the Drop deleted the rings made
-  -- before it, and one made now would stand beside their absence.
-  if got == '' and create == CREATE_RING and root == PART_ROOT and not storedSettings and stored[5] then
-    return REPLY_MISSING
-  end
-  -- Events the client found held come without their words: in another
-  -- bucket than its read's the call cannot read them, and writes nothing
-  -- for the client to read again. The later calls of its round wait, as
-  -- after a REPLY_WAIT.
-  if n > 0 and not fast and nHeld > 0 then
-    if storedSettings then redis.call('HSET', settings, 'wait', round) end
-    return REPLY_REREAD .. c
-  end
-  writeKeys()
-  local qc = c % W
-  if held[qc] == 0 then setHeld(qc, c) end
-  if held[qc] ~= c then
-    -- The current bucket's position still holds bits of an old generation:
-    -- clear them first, over as many calls as it takes. Answered
-    -- REPLY_WAIT even when this call finished the clearing, and the later
-    -- calls of its round after it (ARGV[12]): none may be applied before
-    -- this one's events.
-    clean(CLEAN_BLOCKED)
-    if held[qc] == 0 then setHeld(qc, c) end
-    writeState()
-    redis.call('HSET', settings, 'wait', round)
-    return REPLY_WAIT
-  end
-  local res = n > 0 and answer(qc) or ''
-  cleanShare()
-  writeState()
-  remember(KEYS[5], field, tag, inc, res, keep)
-  if n > 0 and not fast then return REPLY_MOVED .. c .. ':' .. res end
-  return res
-end
-
-return main()
+-- A share of the cleaning that the next bucket will need: a pass is spread
+-- over the first three quarters of a bucket, a step in a call when the
+-- cursor is behind that schedule, so that few calls pay for it.
+local into = (now - c * bucketMS) / (0.75 * bucketMS)
+if into < 0 or into > 1 then into = 1 end
+clean((cursor < dataBytes * into) and CLEAN_CALL or 0)
+writeState()
+local res = table.concat(out)
+remember(KEYS[5], field, tag, inc, res, keep)
+if n > 0 and not fast then return REPLY_MOVED .. c .. ':' .. res end
+return res
