@@ -255,7 +255,7 @@ func (w *Window) place(events []string) placement {
 // testOrAdd answers the copies of an event after the first itself, true
 // (the first is held, or added by this call), and sends Redis the others
 // only: the script calls of a batch can see different buckets, or run out
-// of order (one answered '~' goes again after the rest), so they could not
+// of order (one answered replyWait goes again after the rest), so they could not
 // tell a copy from a new event.
 func (w *Window) testOrAdd(ctx context.Context, events []string, opID string) ([]bool, error) {
 	distinct, first := withoutCopies(events)

@@ -9,10 +9,11 @@ import (
 )
 
 // TestWindowValidators runs the same damaged rings and settings through
-// the two validators of a window: Go's (Window.state and ring.parseState,
-// which TestMany's reads run, no script) and window.lua's (checkState and
-// the checks before it, which every call runs). Both must refuse each one
-// with the same error, and the script must write nothing.
+// the two validators of a window: Go's (Window.state, parseHeader and
+// ring.parseState, which TestMany's reads run, no script) and window.lua's
+// (its checks of the settings, header and state, filter.lua's parse,
+// before every call's first write). Both must refuse each one with the
+// same error, and the script must write nothing.
 func TestWindowValidators(t *testing.T) {
 	rdb := realRedis(t)
 	o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 1}

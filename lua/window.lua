@@ -14,19 +14,19 @@
 -- bits are cleared while the current bucket runs, for the next.
 --
 -- An event was seen when some live generation has its bit set in all k of
--- its words. The client reads that first, with plain commands (window.go's
--- preRead: Lua's calls into Redis cost several times a plain command's),
--- and says for each event whether it found it held (ARGV[13]). Past
--- generations only lose bits while a bucket runs (only the current one is
--- written; a generation is cleared once out of the span), so in the bucket
--- of the client's read an event it found in none of them is still in
--- none: the call sets its bit in the current generation's k words, and the
--- bits' old values (BITFIELD SET answers them) say whether all of them
--- were set, by an earlier call or an equal event before it in this call:
--- then it answers seen. In another bucket than the read's, or for events
--- the client did not read (NOT_READ), the call reads the words itself, one
--- BITFIELD GET per word reading every generation at once, so that the
--- cost does not grow with the span.
+-- its words. The client reads that first, with plain commands
+-- (window_read.go's preRead: Lua's calls into Redis cost several times a
+-- plain command's), and says for each event whether it found it held
+-- (ARGV[13]). Past generations only lose bits while a bucket runs (only
+-- the current one is written; a generation is cleared once out of the
+-- span), so in the bucket of the client's read an event it found in none
+-- of them is still in none: the call sets its bit in the current
+-- generation's k words, and the bits' old values (BITFIELD SET answers
+-- them) say whether all of them were set, by an earlier call or an equal
+-- event before it in this call: then it answers seen. In another bucket
+-- than the read's, or for events the client did not read (NOT_READ), the
+-- call reads the words itself, one BITFIELD GET per word reading every
+-- generation at once, so that the cost does not grow with the span.
 
 -- The clock is Redis's (TIME), never earlier than the newest generation:
 -- every process agrees on the bucket, and a clock that steps back does
@@ -42,7 +42,7 @@
 --           id lifetime: a ring made again after it expired takes the same
 --           incarnation, so the operation ids applied to it are replayed.
 --           The root's outlive every ring of the window. After a Drop the
---           root's hold only 'dropped' (window.go's dropMark)
+--           root's hold only 'dropped' (window_life.go's dropMark)
 -- KEYS[3], KEYS[4]  scratch keys of a cleaning step (the mask, the chunk),
 --           deleted before the script returns
 -- KEYS[5..] the hashes of this call's record, as in add.lua: one, or
@@ -50,7 +50,7 @@
 -- ARGV[1]   the generations' 64-byte header (classic); a call that may
 --           create the ring gives it the incarnation of the new rings
 -- ARGV[2]   the window's settings: ARGV[1], then its bucket, span and
---           blocks (window.go's windowSettings)
+--           blocks (ring.go's windowSettings)
 -- ARGV[3]   the bucket in ms
 -- ARGV[4]   gens, the past generations read besides the current one
 -- ARGV[5]   the TTL in ms a record hash gets from its first record
@@ -61,7 +61,7 @@
 --           not: the client creates the rings of every partition together;
 --           CREATE_SETTINGS to write only the settings of a missing ring (the root's, before the
 --           other rings are made: so the root's ring missing beside live
---           ones is told from one being made, window.go's rootLost)
+--           ones is told from one being made, window_life.go's rootLost)
 -- ARGV[10]  the bucket the client expects the call to be in
 -- ARGV[11]  PART_ROOT for the window's root partition, whose ring the
 --           client touches in every call and expires first; PART_OTHER for
@@ -72,7 +72,7 @@
 --           ('wait'), and the later calls of its round answer so too, so
 --           that none is applied before it
 -- ARGV[13]  one character per event, what the client's read of the ring
---           in bucket ARGV[10] found (window.go's preRead): FOUND_HELD held by
+--           in bucket ARGV[10] found (window_read.go's preRead): FOUND_HELD held by
 --           a live generation (answered seen), FOUND_NONE in none of the
 --           past ones; both used only when the call is in that bucket.
 --           NOT_READ: not read (the call reads it)
@@ -89,7 +89,8 @@
 --           or, when the call has events found held (which come without
 --           their words), REPLY_REREAD and the bucket alone (nothing
 --           answered: call again, the events not read). The constants
---           come from window_call.go (window.go's decodeWindowReply).
+--           come from window_call.go, which decodes the reply
+--           (decodeWindowReply).
 --           Fails with RBLOOM_MISMATCH when the stored settings are not
 --           this call's, and RBLOOM_DAMAGED when the ring is missing
 --           before its time, truncated, lives without its settings (which
@@ -304,7 +305,7 @@ if root == PART_OTHER then ttl = ttl + 3 * bucketMS end
 -- The root's settings outlive every other ring: the others' rings live
 -- three buckets longer than the root's, written up to a bucket after its
 -- settings (the refresh below waits a bucket) and a round apart. So a root whose ring
--- and settings are both gone beside a live ring was lost (window.go's
+-- and settings are both gone beside a live ring was lost (window_life.go's
 -- rootLost).
 local settingsTTL = ttl + bucketMS
 if root == PART_ROOT then settingsTTL = ttl + 5 * bucketMS + MIN_RING_TTL end
@@ -312,7 +313,7 @@ settingsTTL = math.max(settingsTTL, 2 * 1000 * f.once)
 if create == CREATE_SETTINGS then
   if got == '' then
     if not storedSettings then
-      -- Without 's' the hash holds at most the mark of a Drop (window.go's
+      -- Without 's' the hash holds at most the mark of a Drop (window_life.go's
       -- dropMark), which a window made deletes.
       redis.call('DEL', settings)
       redis.call('HSET', settings, 's', settingsArg)
