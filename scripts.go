@@ -74,4 +74,4 @@ local CUCKOO_MAX_LOAD, CUCKOO_KICKS, CUCKOO_ITEMS, CUCKOO_MIX = %g, %d, %d, %d
 	replyMissing, replyForward, replyCreated,
 	ringBucketByte, ringWByte, ringCursorByte, ringPositionsByte, ringPositionSize, ringFieldBits,
 	ModeCuckoo, cuckooBucketSize, MinFingerprintBits, MaxFingerprintBits,
-	CuckooMaxLoad, cuckooMaxKicks, cuckooItemsPerCall, cuckooMix)
+	CuckooMaxLoad, cuckooMaxKicks, cuckooItemsPerCall, cuckooMix) + windowLuaConstants

@@ -14,19 +14,19 @@
 -- bits are cleared while the current bucket runs, for the next.
 --
 -- An event was seen when some live generation has its bit set in all k of
--- its words. The client reads that first, with plain commands (window.go's
--- preRead: Lua's calls into Redis cost several times a plain command's),
--- and says for each event whether it found it held (ARGV[13]). Past
--- generations only lose bits while a bucket runs (only the current one is
--- written; a generation is cleared once out of the span), so in the bucket
--- of the client's read an event it found in none of them is still in
--- none: the call sets its bit in the current generation's k words, and the
--- bits' old values (BITFIELD SET answers them) say whether all of them
--- were set, by an earlier call or an equal event before it in this call:
--- then it answers seen. In another bucket than the read's, or for events
--- the client did not read ('d'), the call reads the words itself, one
--- BITFIELD GET per word reading every generation at once, so that the
--- cost does not grow with the span.
+-- its words. The client reads that first, with plain commands
+-- (window_read.go's preRead: Lua's calls into Redis cost several times a
+-- plain command's), and says for each event whether it found it held
+-- (ARGV[13]). Past generations only lose bits while a bucket runs (only
+-- the current one is written; a generation is cleared once out of the
+-- span), so in the bucket of the client's read an event it found in none
+-- of them is still in none: the call sets its bit in the current
+-- generation's k words, and the bits' old values (BITFIELD SET answers
+-- them) say whether all of them were set, by an earlier call or an equal
+-- event before it in this call: then it answers seen. In another bucket
+-- than the read's, or for events the client did not read (NOT_READ), the
+-- call reads the words itself, one BITFIELD GET per word reading every
+-- generation at once, so that the cost does not grow with the span.
 
 -- The clock is Redis's (TIME), never earlier than the newest generation:
 -- every process agrees on the bucket, and a clock that steps back does
@@ -42,7 +42,7 @@
 --           id lifetime: a ring made again after it expired takes the same
 --           incarnation, so the operation ids applied to it are replayed.
 --           The root's outlive every ring of the window. After a Drop the
---           root's hold only 'dropped' (window.go's dropMark)
+--           root's hold only 'dropped' (window_life.go's dropMark)
 -- KEYS[3], KEYS[4]  scratch keys of a cleaning step (the mask, the chunk),
 --           deleted before the script returns
 -- KEYS[5..] the hashes of this call's record, as in add.lua: one, or
@@ -50,43 +50,47 @@
 -- ARGV[1]   the generations' 64-byte header (classic); a call that may
 --           create the ring gives it the incarnation of the new rings
 -- ARGV[2]   the window's settings: ARGV[1], then its bucket, span and
---           blocks (window.go's windowSettings)
+--           blocks (ring.go's windowSettings)
 -- ARGV[3]   the bucket in ms
 -- ARGV[4]   gens, the past generations read besides the current one
 -- ARGV[5]   the TTL in ms a record hash gets from its first record
 -- ARGV[6]   the record's field, as in add.lua
 -- ARGV[7]   the record's tag, as in add.lua
 -- ARGV[8]   '' to use Redis's clock, or a time in ms (tests)
--- ARGV[9]   '1' if this call may create the ring, '0' if not: the client
---           creates the rings of every partition together; 's' to write
---           only the settings of a missing ring (the root's, before the
+-- ARGV[9]   CREATE_RING if this call may create the ring, CREATE_NONE if
+--           not: the client creates the rings of every partition together;
+--           CREATE_SETTINGS to write only the settings of a missing ring (the root's, before the
 --           other rings are made: so the root's ring missing beside live
---           ones is told from one being made, window.go's rootLost)
+--           ones is told from one being made, window_life.go's rootLost)
 -- ARGV[10]  the bucket the client expects the call to be in
--- ARGV[11]  'r' for the window's root partition, whose ring the client
---           touches in every call and expires first; 'p' for the others,
+-- ARGV[11]  PART_ROOT for the window's root partition, whose ring the
+--           client touches in every call and expires first; PART_OTHER for
+--           the others,
 --           whose rings live three buckets longer
 -- ARGV[12]  the round: a token the client gives the calls it sends
---           together. A call that answers '~' keeps it in the settings
---           ('wait'), and the later calls of its round answer '~' too, so
+--           together. A call that answers REPLY_WAIT keeps it in the settings
+--           ('wait'), and the later calls of its round answer so too, so
 --           that none is applied before it
 -- ARGV[13]  one character per event, what the client's read of the ring
---           in bucket ARGV[10] found (window.go's preRead): 'h' held by a
---           live generation (answered seen), 'f' in none of the past ones;
---           both used only when the call is in that bucket. 'd': not read
---           (the call reads it)
--- ARGV[14..] for each 'f' or 'd' event's k slots, the bit offset of the slot's bit in
+--           in bucket ARGV[10] found (window_read.go's preRead): FOUND_HELD held by
+--           a live generation (answered seen), FOUND_NONE in none of the
+--           past ones; both used only when the call is in that bucket.
+--           NOT_READ: not read (the call reads it)
+-- ARGV[14..] for each event not FOUND_HELD, its k slots, the bit offset of the slot's bit in
 --           ARGV[10]'s generation, in decimal: the slot's word, plus
 --           ARGV[10] mod W (so that the script writes the client's strings
 --           and converts no number)
--- Returns   one character per event: '1' seen (not added), '0' new
---           (added); '?' when the ring does not exist and ARGV[9] is '0';
---           '~' when the current bucket's position was still being
---           cleared as the call began (nothing answered: call again).
---           When the call is in another bucket than ARGV[10], the answer
---           follows '!', the bucket and ':'; or, when the call has events
---           found held (which come without their words), '^' and the bucket
---           alone (nothing answered: call again, the events not read).
+-- Returns   one character per event: ANSWER_SEEN (not added), ANSWER_NEW
+--           (added); REPLY_MISSING when the ring does not exist and
+--           ARGV[9] is CREATE_NONE; REPLY_WAIT when the current bucket's
+--           position was still being cleared as the call began (nothing
+--           answered: call again). When the call is in another bucket than
+--           ARGV[10], the answers follow REPLY_MOVED, the bucket and ':';
+--           or, when the call has events found held (which come without
+--           their words), REPLY_REREAD and the bucket alone (nothing
+--           answered: call again, the events not read). The constants
+--           come from window_call.go, which decodes the reply
+--           (decodeWindowReply).
 --           Fails with RBLOOM_MISMATCH when the stored settings are not
 --           this call's, and RBLOOM_DAMAGED when the ring is missing
 --           before its time, truncated, lives without its settings (which
@@ -116,9 +120,11 @@ end
 if #settingsArg <= HEADER or string.sub(settingsArg, 1, IDENTITY) ~= f.ident then
   return reject('ARGS', 'ARGV[2] does not start with ARGV[1]\'s identity')
 end
-if create ~= '0' and create ~= '1' and create ~= 's' then return reject('ARGS', 'ARGV[9] is not 0, 1 or s') end
+if create ~= CREATE_NONE and create ~= CREATE_RING and create ~= CREATE_SETTINGS then
+  return reject('ARGS', 'ARGV[9] is not ' .. CREATE_NONE .. ', ' .. CREATE_RING .. ' or ' .. CREATE_SETTINGS)
+end
 local root = ARGV[11]
-if root ~= 'r' and root ~= 'p' then return reject('ARGS', 'ARGV[11] is not r or p') end
+if root ~= PART_ROOT and root ~= PART_OTHER then return reject('ARGS', 'ARGV[11] is not ' .. PART_ROOT .. ' or ' .. PART_OTHER) end
 if #KEYS < 5 then return reject('ARGS', 'want the ring, the settings, two scratch keys and a record') end
 
 local W = gens + 2
@@ -134,17 +140,17 @@ local dataBytes = size - DATA
 local words = {}
 local nOffsets = #ARGV - FIRST_OFFSET + 1
 local found = ARGV[13] or ''
-if #found > MAX_WORDS or string.find(found, '[^hfd]') then
-  return reject('ARGS', 'ARGV[13] is not one h, f or d an event')
+if #found > MAX_WORDS or string.find(found, '[^' .. FOUND_HELD .. FOUND_NONE .. NOT_READ .. ']') then
+  return reject('ARGS', 'ARGV[13] is not one ' .. FOUND_HELD .. ', ' .. FOUND_NONE .. ' or ' .. NOT_READ .. ' an event')
 end
 local n = #found
-local _, nHeld = string.gsub(found, 'h', '')
+local _, nHeld = string.gsub(found, FOUND_HELD, '')
 local withWords = n - nHeld
 if nOffsets ~= withWords * f.k or nOffsets > MAX_WORDS then
   return reject('ARGS', nOffsets .. ' word offsets for ' .. withWords .. ' events not found held, at k = ' .. f.k .. ', up to ' .. MAX_WORDS)
 end
 -- bases[i]: the words before event i's; an event found held has none.
-local bases, H, D = {}, string.byte('h'), string.byte('d')
+local bases, H, D = {}, string.byte(FOUND_HELD), string.byte(NOT_READ)
 do
   local off = 0
   for i = 1, n do
@@ -234,7 +240,7 @@ if got == '' then
   if expires and now < expires then
     return reject('DAMAGED', ring .. ' was written until ' .. expires .. ' and is gone: its events cannot be told from new ones')
   end
-  if create == '0' then return '?' end
+  if create == CREATE_NONE then return REPLY_MISSING end
   for q = 0, W - 1 do held[q] = 0 end
 else
   -- The settings outlive the ring: a ring without them lost them, and
@@ -295,19 +301,19 @@ local inc = storedInc or incarnation(got ~= '' and got or head)
 -- expires first); the settings remember until when, and the incarnation,
 -- for twice the id lifetime at least.
 local ttl = math.max(W * bucketMS, MIN_RING_TTL)
-if root == 'p' then ttl = ttl + 3 * bucketMS end
+if root == PART_OTHER then ttl = ttl + 3 * bucketMS end
 -- The root's settings outlive every other ring: the others' rings live
 -- three buckets longer than the root's, written up to a bucket after its
 -- settings (the refresh below waits a bucket) and a round apart. So a root whose ring
--- and settings are both gone beside a live ring was lost (window.go's
+-- and settings are both gone beside a live ring was lost (window_life.go's
 -- rootLost).
 local settingsTTL = ttl + bucketMS
-if root == 'r' then settingsTTL = ttl + 5 * bucketMS + MIN_RING_TTL end
+if root == PART_ROOT then settingsTTL = ttl + 5 * bucketMS + MIN_RING_TTL end
 settingsTTL = math.max(settingsTTL, 2 * 1000 * f.once)
-if create == 's' then
+if create == CREATE_SETTINGS then
   if got == '' then
     if not storedSettings then
-      -- Without 's' the hash holds at most the mark of a Drop (window.go's
+      -- Without 's' the hash holds at most the mark of a Drop (window_life.go's
       -- dropMark), which a window made deletes.
       redis.call('DEL', settings)
       redis.call('HSET', settings, 's', settingsArg)
@@ -315,12 +321,12 @@ if create == 's' then
     if not storedSettings or not storedInc then redis.call('HSET', settings, 'inc', inc) end
     if not expires then redis.call('PEXPIRE', settings, settingsTTL) end
   end
-  return '?'
+  return REPLY_MISSING
 end
 local done, err = replay(5, field, tag, inc)
 if err then return err end
 if done then return done end
-if n > 0 and stored[4] == round then return '~' end
+if n > 0 and stored[4] == round then return REPLY_WAIT end
 
 -- The bucket now: Redis's, or the newest one written if that is later (a
 -- clock stepped back); a generation newer than Redis's clock by more than
@@ -418,17 +424,17 @@ end
 -- A root made by a call that wrote its settings before a Drop deleted
 -- them (and left its mark) is not made: the Drop deleted the rings made
 -- before it, and one made now would stand beside their absence.
-if got == '' and create == '1' and root == 'r' and not storedSettings and stored[5] then
-  return '?'
+if got == '' and create == CREATE_RING and root == PART_ROOT and not storedSettings and stored[5] then
+  return REPLY_MISSING
 end
 
 -- Events the client found held come without their words: in another
--- bucket than its read's the call cannot read them, and answers '^' and
+-- bucket than its read's the call cannot read them, and answers REPLY_REREAD and
 -- the bucket, writing nothing, for the client to read again. The later
--- calls of its round wait, as after a '~' (below).
+-- calls of its round wait, as after a REPLY_WAIT (below).
 if n > 0 and not fast and nHeld > 0 then
   if storedSettings then redis.call('HSET', settings, 'wait', round) end
-  return '^' .. c
+  return REPLY_REREAD .. c
 end
 
 -- Every check is done: from here on the script writes.
@@ -453,11 +459,11 @@ if held[qc] ~= c then
   clean(CLEAN_BLOCKED)
   if held[qc] == 0 then setHeld(qc, c) end
   writeState()
-  -- Answered '~' even when this call finished the clearing, and the later
+  -- Answered REPLY_WAIT even when this call finished the clearing, and the later
   -- calls of its round after it (ARGV[12]): none may be applied before
   -- this one's events.
   redis.call('HSET', settings, 'wait', round)
-  return '~'
+  return REPLY_WAIT
 end
 
 local out = {}
@@ -528,8 +534,8 @@ if n > 0 then
   end
 
   -- In the bucket of the client's read the call reads only the events it
-  -- did not read ('d'; ARGV[13] says what it found of the others); in
-  -- another, every event (none came without its words: see '^'). The
+  -- did not read (NOT_READ; ARGV[13] says what it found of the others); in
+  -- another, every event (none came without its words: see REPLY_REREAD). The
   -- first words of each, then more only for the events those leave in
   -- doubt, in stages: a new event rarely has a generation whose bits are
   -- set in its first 4 words (a full generation has a third of its bits
@@ -575,7 +581,7 @@ if n > 0 then
     local base = bases[i]
     local seen = false
     if string.byte(found, i) == H then
-      seen = true -- found held, in this bucket (else the call answered '^')
+      seen = true -- found held, in this bucket (else the call answered REPLY_REREAD)
     elseif vals[(base + k - 1) * F + 1] then
       -- All k words read: some generation had all the bits of its first
       -- words. The others are not held.
@@ -589,7 +595,7 @@ if n > 0 then
       end
     end
     if seen then
-      out[i] = '1'
+      out[i] = ANSWER_SEEN
     else
       local set = 0
       written[nw + 1] = i
@@ -618,9 +624,9 @@ if n > 0 then
     local ones = set
     for y = first, first + (k - set) - 1 do ones = ones + old[y] end
     if ones == k then
-      out[written[x]] = '1'
+      out[written[x]] = ANSWER_SEEN
     else
-      out[written[x]] = '0'
+      out[written[x]] = ANSWER_NEW
       added = added + 1
     end
   end
@@ -636,5 +642,5 @@ clean((cursor < dataBytes * into) and CLEAN_CALL or 0)
 writeState()
 local res = table.concat(out)
 remember(KEYS[5], field, tag, inc, res, keep)
-if n > 0 and not fast then return '!' .. c .. ':' .. res end
+if n > 0 and not fast then return REPLY_MOVED .. c .. ':' .. res end
 return res
