@@ -69,15 +69,17 @@ func (f *filter) earlierLayouts(ctx context.Context) ([]earlier, error) {
 	}
 	pipe := f.rdb.Pipeline()
 	all := pipe.HGetAll(ctx, resizedKey(f.prefix, f.name))
-	root := pipe.GetRange(ctx, f.parts[0].key, 0, identitySize-1)
+	root := pipe.GetRange(ctx, f.parts[0].key, 0, headerSize-1)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	if id := root.Val(); id != "" && id != f.parts[0].head[:identitySize] {
+	stored, err := parseHeader(root.Val())
+	ours := err == nil && root.Val()[:identitySize] == f.parts[0].head[:identitySize]
+	if err == nil && !ours {
 		// Another filter's parameters: the batch's calls would be
 		// refused, and a resize to this handle's may be switching now,
 		// after the list above was read.
-		return nil, failf(ErrParamsMismatch, "%s holds a filter of other parameters than this handle's", f.parts[0].key)
+		return nil, failf(ErrParamsMismatch, "%s is %s, this handle's %s", f.parts[0].key, stored.describe(), f.h.describe())
 	}
 	var out []earlier
 	for field, v := range all.Val() {
@@ -91,7 +93,7 @@ func (f *filter) earlierLayouts(ctx context.Context) ([]earlier, error) {
 		at := time.UnixMilli(int64(binary.BigEndian.Uint64([]byte(v[headerSize:]))))
 		out = append(out, earlier{f: f.withHeader(h), at: at})
 	}
-	if root.Val() != "" {
+	if ours {
 		f.layouts.v.Store(&out)
 	}
 	return out, nil
