@@ -128,6 +128,17 @@ func checkKeyText(ctx context.Context, db *pgx.Conn, t target, typ string) error
 		return fmt.Errorf("%w: database encoding is %s, not UTF8: the stream would send the text keys of %s.%s in %s and the load in UTF-8, as other bytes; follow a table of a UTF8 database, or an integer or uuid key",
 			ErrInvalid, enc, t.name, t.column, enc)
 	}
+	// The connections' encoding (the URL's client_encoding, or one set
+	// for the database or the role) converts the keys of both the load
+	// and the stream: not UTF-8, they are other bytes than the
+	// application's.
+	if err := db.QueryRow(ctx, `SHOW client_encoding`).Scan(&enc); err != nil {
+		return fmt.Errorf("pgsync: postgres: %w", err)
+	}
+	if enc != "UTF8" {
+		return fmt.Errorf("%w: client_encoding is %s, not UTF8: the text keys of %s.%s would reach the filter in %s; remove client_encoding from the URL, or ALTER DATABASE / ALTER ROLE ... RESET client_encoding",
+			ErrInvalid, enc, t.name, t.column, enc)
+	}
 	return nil
 }
 
@@ -200,6 +211,24 @@ func checkAccess(ctx context.Context, db *pgx.Conn, t target) error {
 	if !repl {
 		return fmt.Errorf("%w: user %s lacks the REPLICATION attribute, which streaming from a slot needs: ALTER ROLE %s REPLICATION",
 			ErrInvalid, user, quoteIdent(user))
+	}
+	return checkRowSecurity(ctx, db, t, user)
+}
+
+// checkRowSecurity checks that the load sees every row: row-level security
+// hides rows from a SELECT, and the stream sends them all, so a load
+// through a policy would leave out keys the table holds.
+func checkRowSecurity(ctx context.Context, db *pgx.Conn, t target, user string) error {
+	var filtered bool
+	err := db.QueryRow(ctx, `SELECT c.relrowsecurity AND NOT (r.rolsuper OR r.rolbypassrls OR
+			(c.relowner = r.oid AND NOT c.relforcerowsecurity))
+		FROM pg_class c, pg_roles r WHERE c.oid = $1::oid AND r.rolname = current_user`, t.oid).Scan(&filtered)
+	if err != nil {
+		return fmt.Errorf("pgsync: postgres: row security: %w", err)
+	}
+	if filtered {
+		return fmt.Errorf("%w: %s has row-level security, which would hide rows from the load that the stream sends: ALTER ROLE %s BYPASSRLS, or ALTER TABLE %s DISABLE ROW LEVEL SECURITY",
+			ErrInvalid, t.name, quoteIdent(user), t.name)
 	}
 	return nil
 }

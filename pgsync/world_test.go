@@ -61,8 +61,17 @@ func TestRefusedBeforeWriting(t *testing.T) {
 		`CREATE TABLE gen (a bigint PRIMARY KEY, k bigint GENERATED ALWAYS AS (a * 2) STORED UNIQUE)`,
 		`CREATE PUBLICATION gen_pub FOR TABLE gen`,
 		`CREATE ROLE noselect LOGIN REPLICATION`,
-		`CREATE ROLE norepl LOGIN`, `GRANT SELECT ON items TO norepl`)
+		`CREATE ROLE norepl LOGIN`, `GRANT SELECT ON items TO norepl`,
+		`CREATE TABLE words (w text PRIMARY KEY)`, `INSERT INTO words VALUES ('café'), ('a')`,
+		`CREATE PUBLICATION words_pub FOR TABLE words`,
+		`CREATE ROLE latin LOGIN REPLICATION`, `GRANT SELECT ON words TO latin`,
+		`ALTER ROLE latin SET client_encoding = 'LATIN1'`,
+		`CREATE TABLE tenants (id bigint PRIMARY KEY, tenant int)`, `INSERT INTO tenants VALUES (1, 0), (2, 1)`,
+		`ALTER TABLE tenants ENABLE ROW LEVEL SECURITY`, `CREATE POLICY t0 ON tenants FOR SELECT USING (tenant = 0)`,
+		`CREATE PUBLICATION tenants_pub FOR TABLE tenants`,
+		`CREATE ROLE tenant0 LOGIN REPLICATION`, `GRANT SELECT ON tenants TO tenant0`)
 	as := func(user string) string { return strings.Replace(e.pg.URL, "postgres@", user+"@", 1) }
+	words := func(c *Config) { c.Table, c.KeyColumn, c.Publication = "words", "w", "words_pub" }
 	for _, c := range []struct {
 		name, says string
 		mut        func(*Config)
@@ -71,6 +80,13 @@ func TestRefusedBeforeWriting(t *testing.T) {
 		{"no SELECT", "GRANT SELECT", func(c *Config) { c.DatabaseURL = as("noselect") }},
 		{"no REPLICATION", "REPLICATION", func(c *Config) { c.DatabaseURL = as("norepl") }},
 		{"no database", "database", func(c *Config) { c.DatabaseURL = strings.Replace(e.pg.URL, "/postgres?", "/nope?", 1) }},
+		// The keys of the load and the stream would be LATIN1 bytes.
+		{"client_encoding in the URL", "client_encoding", func(c *Config) { words(c); c.DatabaseURL = e.pg.URL + "&client_encoding=LATIN1" }},
+		{"client_encoding of the role", "client_encoding", func(c *Config) { words(c); c.DatabaseURL = as("latin") }},
+		// The load would see only tenant 0's rows, the stream all.
+		{"row-level security", "row-level security", func(c *Config) {
+			c.Table, c.Publication, c.DatabaseURL = "tenants", "tenants_pub", as("tenant0")
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := e.config()
