@@ -315,19 +315,14 @@ func (f *filter) ttlLeft(ctx context.Context) (string, error) {
 // lease found lost ends the fill, through cancel; other failures are
 // tried again at the next turn (the switch checks the leases anyway).
 func (r rebuilder) renew(ctx context.Context, cancel context.CancelCauseFunc) {
-	tick := time.NewTicker(rebuildLease / 3)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if err := r.step(ctx, "renew", r.all(), false); errors.Is(err, ErrRebuildLost) {
+	every(ctx, rebuildLease/3, func() bool {
+		err := r.step(ctx, "renew", r.all(), false)
+		if errors.Is(err, ErrRebuildLost) {
 			cancel(err)
-			return
+			return true
 		}
-	}
+		return false
+	})
 }
 
 // abort undoes the claim after err, where this rebuild still holds it,

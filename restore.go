@@ -487,14 +487,7 @@ func (rs *restorer) renew(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(dumpKeyLife / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+		every(ctx, dumpKeyLife/3, func() bool {
 			rs.mu.Lock()
 			keys := append([]string(nil), rs.staged...)
 			rs.mu.Unlock()
@@ -503,7 +496,8 @@ func (rs *restorer) renew(ctx context.Context) (stop func()) {
 				pipe.PExpire(ctx, k, dumpKeyLife)
 			}
 			_, _ = pipe.Exec(ctx) // a key lost is found lost by its install
-		}
+			return false
+		})
 	}()
 	return func() { cancel(); <-done }
 }
