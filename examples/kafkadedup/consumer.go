@@ -98,6 +98,7 @@ func newConsumer(cfg config, name string, w *rbloom.Window, j journal, logger *l
 		kgo.ConsumerGroup(cfg.group),
 		kgo.ConsumeTopics(cfg.input),
 		kgo.TransactionalID(cfg.group + "-" + name),
+		kgo.TransactionTimeout(10 * time.Second),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(time.Second),
