@@ -144,12 +144,7 @@ func TestErrorPrefixes(t *testing.T) {
 		for _, op := range sortedKeys(calls) {
 			checkPrefix(t, op+" cancelled", calls[op](done))
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		closed := l.Addr().String()
-		l.Close()
+		closed := rbloomtest.ClosedAddr(t)
 		for name, o := range map[string]*redis.Options{
 			"refused": {Addr: closed, MaxRetries: -1, DialerRetries: 1},
 			"closed":  {Addr: addr},

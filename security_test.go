@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -433,12 +432,7 @@ func TestErrorsHideSecrets(t *testing.T) {
 		}
 	}
 	tlsAddr := rbloomtest.StartTLSRedis(t, "--requirepass", secret).Addr
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	l.Close()
+	closed := rbloomtest.ClosedAddr(t)
 
 	clients := []struct {
 		name string

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -131,17 +130,6 @@ func backends(t *testing.T, fn func(t *testing.T, redisURL string)) {
 // (1.7 s in all).
 const fastFail = "?max_retries=-1"
 
-// closedPort returns an address where nothing listens.
-func closedPort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 func TestHelp(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"-u", "redis://x", "help"}} {
@@ -203,7 +191,7 @@ func TestUsageErrors(t *testing.T) {
 func TestConnection(t *testing.T) {
 	t.Parallel()
 	good := miniURL(t)
-	bad := "redis://" + closedPort(t) + fastFail
+	bad := "redis://" + rbloomtest.ClosedAddr(t) + fastFail
 	must(t, good, "create", "f", "--capacity", "100")
 	for _, o := range []struct {
 		env  string
@@ -244,7 +232,7 @@ func TestErrorsHidePasswords(t *testing.T) {
 	t.Parallel()
 	m := rbloomtest.NewMiniredis(t)
 	m.RequireAuth("right-password")
-	closed := closedPort(t)
+	closed := rbloomtest.ClosedAddr(t)
 	const secret = "s3cr/t:p@ss"
 	esc := url.QueryEscape(secret) // s3cr%2Ft%3Ap%40ss
 	for _, c := range []struct {

@@ -183,7 +183,7 @@ func TestErrorsHideRealPasswords(t *testing.T) {
 		// its dial_timeout (5 s by default: 25 s in all).
 		{"rediss://:" + esc + "@" + addr + fastFail + "&dial_timeout=100ms", "connect to Redis"},
 		{"redis://:" + esc + "@" + tlsAddr + fastFail + "&read_timeout=2s", "connect to Redis"},
-		{"redis://:" + esc + "@" + closedPort(t) + fastFail, "connection refused"},
+		{"redis://:" + esc + "@" + rbloomtest.ClosedAddr(t) + fastFail, "connection refused"},
 	} {
 		commands := [][]string{
 			{"test", "f", "x"},
