@@ -61,7 +61,7 @@ func TestLocateBlocked(t *testing.T) {
 func TestWindowBlocksKeepTheErrorRate(t *testing.T) {
 	rdb := realRedis(t)
 	const n, p = 20_000, 0.02
-	w := must(NewWindow(rdb, "rate", WindowOptions{EventsPerBucket: n, ErrorRate: p, Bucket: time.Hour, Span: time.Hour, Partitions: 2})).on(t)
+	w := created(t, must(NewWindow(rdb, "rate", WindowOptions{EventsPerBucket: n, ErrorRate: p, Bucket: time.Hour, Span: time.Hour, Partitions: 2})).on(t))
 	if blocks, _ := blocksOf(w.f.h.m); blocks < 10 {
 		t.Fatalf("%d blocks a partition: too few to test", blocks)
 	}
@@ -93,7 +93,7 @@ func TestWindowBlocksKeepTheErrorRate(t *testing.T) {
 func TestWindowSettingsGoneRingLives(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 3 * time.Minute, Partitions: 1}
-		before := must(NewWindow(rdb, "gone", o)).on(t)
+		before := created(t, must(NewWindow(rdb, "gone", o)).on(t))
 		held := events("held", 50)
 		must(before.TestOrAddMany(ctx, held)).on(t)
 		rdb.Del(ctx, before.settingsKey(0))
@@ -103,6 +103,7 @@ func TestWindowSettingsGoneRingLives(t *testing.T) {
 			"TestOrAddMany":     func() error { _, err := w.TestOrAddMany(ctx, held); return err },
 			"TestOrAddManyOnce": func() error { _, err := w.TestOrAddManyOnce(ctx, held, "id"); return err },
 			"Info":              func() error { _, err := w.Info(ctx); return err },
+			"Create":            func() error { return w.Create(ctx) },
 		} {
 			if err := call(); !errors.Is(err, ErrDamaged) {
 				t.Errorf("%s: %v, want ErrDamaged", name, err)

@@ -357,7 +357,7 @@ func clusterDamage(t *testing.T, rdb *redis.ClusterClient, mode string, c deleta
 // answered not seen.
 func TestClusterReshardWindow(t *testing.T) {
 	cl, rdb := clusterClient(t)
-	w := must(NewWindow(rdb, "moving-window", WindowOptions{EventsPerBucket: 100_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6})).on(t)
+	w := created(t, must(NewWindow(rdb, "moving-window", WindowOptions{EventsPerBucket: 100_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6})).on(t))
 	var mu sync.Mutex
 	var held []string
 	stop := make(chan struct{})
@@ -462,7 +462,7 @@ func TestClusterScriptsOnMasters(t *testing.T) {
 	c := created(t, must(NewCounting(rdb, "on-masters", Options{Capacity: 10_000, Partitions: 6})).on(t))
 	must(c.AddMany(ctx, items)).on(t)
 	must(c.RemoveManyOnce(ctx, items[:100], "op-1")).on(t)
-	w := must(NewWindow(rdb, "on-masters-window", WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6})).on(t)
+	w := created(t, must(NewWindow(rdb, "on-masters-window", WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6})).on(t))
 	must(w.TestOrAddMany(ctx, items)).on(t)
 	if n := cluster.n.Load(); n != 0 {
 		t.Errorf("%d pipelines of script calls went through the cluster client's pipeline", n)
@@ -543,7 +543,7 @@ func TestClusterLostReplyAppliedOnce(t *testing.T) {
 func TestClusterWindowMasterLost(t *testing.T) {
 	_, rdb := clusterClient(t)
 	o := WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6}
-	w := must(NewWindow(rdb, "master-lost", o)).on(t)
+	w := created(t, must(NewWindow(rdb, "master-lost", o)).on(t))
 	held := events("held", 300)
 	must(w.TestOrAddManyOnce(ctx, held, "first")).on(t)
 	master := must(rdb.MasterForKey(ctx, w.ringKey(w.root))).on(t)

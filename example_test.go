@@ -232,6 +232,11 @@ func ExampleNewWindow() {
 	if err != nil {
 		panic(err)
 	}
+	// Once, where the stream starts: no call makes a window, so one that
+	// Redis lost fails with ErrNotFound rather than answer its events new.
+	if err := clicks.Create(ctx); err != nil {
+		panic(err)
+	}
 	seen, _ := clicks.TestOrAddManyOnce(ctx, []string{"k1", "k2", "k1"}, "clicks/3/5000-5002")
 	fmt.Println("seen before:", seen)
 	seen, _ = clicks.TestOrAddMany(ctx, []string{"k2", "k3"})

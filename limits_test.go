@@ -461,7 +461,7 @@ func TestReadTransactionsBounded(t *testing.T) {
 		items[i] = "i-" + strconv.Itoa(i)
 	}
 	must(c.AddMany(ctx, items)).on(t)
-	w := must(NewWindow(rdb, "tx-bounded-window", WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 2})).on(t)
+	w := created(t, must(NewWindow(rdb, "tx-bounded-window", WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 2})).on(t))
 	must(w.TestOrAddMany(ctx, items[:2000])).on(t)
 
 	h := &txSizes{}
@@ -584,7 +584,7 @@ func (h *scriptWords) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // now they go in 11, 10 and 10.
 func TestWindowCallsEven(t *testing.T) {
 	rdb := miniRedis(t)
-	w := must(NewWindow(rdb, "even", WindowOptions{EventsPerBucket: 500, ErrorRate: 1e-9, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 1})).on(t)
+	w := created(t, must(NewWindow(rdb, "even", WindowOptions{EventsPerBucket: 500, ErrorRate: 1e-9, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 1})).on(t))
 	k := w.f.h.k
 	perCall := maxWindowWords / k
 	must(w.TestOrAdd(ctx, "first")).on(t) // made: no call answers '?'

@@ -246,7 +246,7 @@ func TestObserverWindow(t *testing.T) {
 	m := &marks{seen: map[any]int{}}
 	rdb.AddHook(m)
 	rec := &recorder{}
-	w := must(NewWindow(rdb, "events", WindowOptions{EventsPerBucket: 100, Bucket: time.Minute, Span: 2 * time.Minute, Observer: rec})).on(t)
+	w := created(t, must(NewWindow(rdb, "events", WindowOptions{EventsPerBucket: 100, Bucket: time.Minute, Span: 2 * time.Minute, Observer: rec})).on(t))
 	must(w.TestOrAddMany(ctx, []string{"a", "b"})).on(t)
 	must(w.TestOrAdd(ctx, "a")).on(t)
 	must(w.TestMany(ctx, []string{"a", "b", "c"})).on(t)
@@ -259,6 +259,7 @@ func TestObserverWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCalls(t, rec.take(t), "events",
+		want{"Window", "Create", 0, ""},
 		want{"Window", "TestOrAddMany", 2, ""},
 		want{"Window", "TestOrAddMany", 1, ""},
 		want{"Window", "TestMany", 3, ""},

@@ -118,20 +118,9 @@ func TestQuickStartSurvivesLoss(t *testing.T) {
 		}
 	}
 	restored("the start")
-	for _, lose := range []struct {
-		what string
-		do   func()
-	}{
-		{"a restart without persistence", srv.Restart},
-		{"FLUSHALL", func() { rdb.FlushAll(ctx) }},
-		{"the eviction of every key", func() {
-			for _, key := range rdb.Keys(ctx, "*").Val() {
-				rdb.Del(ctx, key)
-			}
-		}},
-	} {
-		lose.do()
-		restored(lose.what)
+	for _, lose := range srv.Losses(rdb) {
+		lose.Do()
+		restored(lose.What)
 	}
 	stop.Store(true)
 	wg.Wait()

@@ -90,8 +90,8 @@ func TestWindowOnceReorderedReplay(t *testing.T) {
 	for _, reorder := range []bool{true, false} {
 		t.Run(fmt.Sprint("reorder=", reorder), func(t *testing.T) {
 			rdb := realRedis(t)
-			w := must(NewWindow(rdb, "reorder", WindowOptions{EventsPerBucket: 40_000, ErrorRate: 0.01,
-				Bucket: time.Hour, Span: 2 * time.Hour, Partitions: 2})).on(t)
+			w := created(t, must(NewWindow(rdb, "reorder", WindowOptions{EventsPerBucket: 40_000, ErrorRate: 0.01,
+				Bucket: time.Hour, Span: 2 * time.Hour, Partitions: 2})).on(t))
 			evs := events("ev", maxRoundTripSlots/w.f.h.k+5_000)
 			must(w.TestOrAdd(ctx, "the window exists")).on(t)
 			again := failHalfway(t, rdb, evs, reorder, func() error { _, err := w.TestOrAddManyOnce(ctx, evs, "B"); return err })

@@ -185,7 +185,7 @@ func TestIDLifetimeStored(t *testing.T) {
 
 		// Windows store theirs in each generation.
 		wo := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: time.Hour, IDLifetime: time.Hour}
-		w := must(NewWindow(rdb, "stored-window", wo)).on(t)
+		w := created(t, must(NewWindow(rdb, "stored-window", wo)).on(t))
 		first := must(w.TestOrAddManyOnce(ctx, []string{"e1", "e2"}, "batch")).on(t)
 		wo.IDLifetime = 2 * time.Hour
 		w2 := must(NewWindow(rdb, "stored-window", wo)).on(t)

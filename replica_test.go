@@ -255,7 +255,7 @@ func TestClusterWindowFailover(t *testing.T) {
 	replicas := cl.AddReplicas(t)
 	o := WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 6,
 		WaitReplicas: 1, WaitTimeout: 5 * time.Second}
-	w := must(NewWindow(rdb, "window-failover", o)).on(t)
+	w := created(t, must(NewWindow(rdb, "window-failover", o)).on(t))
 	type sent struct {
 		id     string
 		events []string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ var aclCommands = []string{
 	"+rename",       // rebuild.lua: put the rebuilt copy in place
 	"+get",          // rebuild.lua: which rebuild holds the lease?
 	"+set",          // rebuild.lua: take the lease
-	"+persist",      // rebuild.lua: a switched partition keeps having no TTL
+	"+persist",      // rebuild.lua: a switched partition keeps having no TTL; window.lua: a window's root settings never expire
 	"+info",         // Info: the server's maxmemory-policy (INFO memory)
 	"+hmget",        // windows: the settings, and until when the ring lives (window.lua, TestMany); Once batches: an id's records before a resize
 	"+hgetall",      // Once batches: the layouts a resize left (layouts.go)
@@ -178,6 +179,9 @@ func exerciseWith(ctx context.Context, rdb redis.UniversalClient, name string, u
 		Partitions: 2, UseFunctions: useFunctions})
 	if err != nil {
 		return err
+	}
+	if err := w.Create(ctx); err != nil {
+		return fmt.Errorf("Window.Create: %v", err)
 	}
 	if seen, err := w.TestOrAddManyOnce(ctx, items[:20], "window-batch"); err != nil || slices.Contains(seen, true) {
 		return fmt.Errorf("Window.TestOrAddManyOnce = %v, %v", seen, err)
@@ -522,5 +526,24 @@ func TestWriteErrorKeepsCause(t *testing.T) {
 		if err := call(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 			t.Errorf("%s with a refused password: %v, want the WRONGPASS error", name, err)
 		}
+	}
+}
+
+// TestACLDocumented: the ACL rules docs/operations.md gives are the ones
+// the least-privilege tests run the whole API under, and its count of
+// commands is theirs.
+func TestACLDocumented(t *testing.T) {
+	doc, err := os.ReadFile("docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range [][]string{aclCommands, aclFunctionCommands} {
+		line := "ACL SETUSER rbloom reset on >PASSWORD ~rbloom:* resetchannels -@all " + strings.Join(want, " ")
+		if !strings.Contains(string(doc), line+"\n") {
+			t.Errorf("docs/operations.md does not give the rule the tests use:\n%s", line)
+		}
+	}
+	if n := fmt.Sprintf("rbloom needs %d commands", len(aclCommands)); !strings.Contains(strings.Join(strings.Fields(string(doc)), " "), n) {
+		t.Errorf("docs/operations.md does not say %q", n)
 	}
 }

@@ -90,6 +90,8 @@ type WindowOptions struct {
 
 // NewWindow returns the window called name in the Redis that rdb reaches.
 // Like NewCounting, it validates its arguments and does not contact Redis.
+// Create makes the window; every other call on a window that does not
+// exist fails with ErrNotFound.
 // Its keys are those of a filter of the same name followed by ":ring" (the
 // generations) and ":window" (its settings).
 func NewWindow(rdb Client, name string, o WindowOptions) (*Window, error) {

@@ -22,7 +22,7 @@ func TestWindowSettingsStored(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		clk := newClock(time.UnixMilli(1_000_000_000_000))
 		base := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2}
-		w := clocked(must(NewWindow(rdb, "stored", base)).on(t), clk)
+		w := created(t, clocked(must(NewWindow(rdb, "stored", base)).on(t), clk))
 		must(w.TestOrAddManyOnce(ctx, events("e", 50), "batch")).on(t)
 		clk.add(time.Hour) // every generation it wrote is out of the window
 		for name, change := range map[string]func(*WindowOptions){
@@ -41,6 +41,7 @@ func TestWindowSettingsStored(t *testing.T) {
 				"TestOrAdd":         func() error { _, err := other.TestOrAdd(ctx, "x"); return err },
 				"TestOrAddManyOnce": func() error { _, err := other.TestOrAddManyOnce(ctx, events("e", 50), "batch"); return err },
 				"TestMany":          func() error { _, err := other.TestMany(ctx, events("e", 50)); return err },
+				"Create":            func() error { return other.Create(ctx) },
 			} {
 				if err := call(); !errors.Is(err, ErrParamsMismatch) {
 					t.Errorf("another %s, %s: %v, want ErrParamsMismatch", name, method, err)
@@ -94,7 +95,7 @@ func TestWindowDamage(t *testing.T) {
 				for _, method := range []string{"TestOrAdd", "TestOrAddMany", "TestOrAddManyOnce", "TestMany"} {
 					rdb.FlushAll(ctx)
 					clk := newClock(time.UnixMilli(1_000_000_000_000))
-					w := clocked(must(NewWindow(rdb, "damaged", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2})).on(t), clk)
+					w := created(t, clocked(must(NewWindow(rdb, "damaged", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 2})).on(t), clk))
 					held := events("held", 40)
 					must(w.TestOrAddMany(ctx, held)).on(t)
 					clk.add(-time.Duration(gen) * time.Minute)
@@ -135,7 +136,7 @@ func TestWindowDamage(t *testing.T) {
 // partition, so that one lost later is known lost.
 func TestWindowRingsTogether(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		w := must(NewWindow(rdb, "together", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 4})).on(t)
+		w := created(t, must(NewWindow(rdb, "together", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 4})).on(t))
 		must(w.TestOrAdd(ctx, "one event")).on(t)
 		for p := range w.f.parts {
 			if rdb.Exists(ctx, w.ringKey(p)).Val() != 1 {
@@ -177,7 +178,7 @@ func TestWindowOptionsRefused(t *testing.T) {
 // as 282 fields) works: no Lua limit is hit.
 func TestWindowLongSpan(t *testing.T) {
 	rdb := realRedis(t)
-	w := must(NewWindow(rdb, "long", WindowOptions{EventsPerBucket: 100, Bucket: time.Second, Span: 9000 * time.Second})).on(t)
+	w := created(t, must(NewWindow(rdb, "long", WindowOptions{EventsPerBucket: 100, Bucket: time.Second, Span: 9000 * time.Second})).on(t))
 	if seen := must(w.TestOrAddMany(ctx, []string{"a", "b", "a"})).on(t); seen[0] || seen[1] || !seen[2] {
 		t.Errorf("TestOrAddMany = %v, want [false false true]", seen)
 	}
@@ -227,6 +228,9 @@ func TestWindowBucketAndSpanLimits(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatalf("NewWindow: %v", err)
+			}
+			if err := w.Create(ctx); err != nil {
+				t.Fatalf("Create: %v", err)
 			}
 			defer func() { _ = w.Drop(ctx) }()
 			seen, err := w.TestOrAddMany(ctx, []string{"a", "b", "a"})

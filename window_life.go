@@ -11,14 +11,43 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Create makes the window, empty, if it does not exist; otherwise it
+// checks that the stored window has this handle's settings. No other call
+// makes a window: one that Redis lost (a restart without persistence, a
+// flush, eviction) fails every call with ErrNotFound rather than answer
+// the events it held new. So call Create once, where the stream the
+// window deduplicates starts (a consumer group with no committed offset,
+// say): called at every start, it would make a lost window again, empty,
+// and its events would be answered new once more. Create fails with
+// ErrDamaged, writing nothing, when rings of the window live while its
+// root partition's settings are gone.
+func (w *Window) Create(ctx context.Context) error {
+	return observeErr(ctx, w.f.obs, w.callOf("Create", 0), func(ctx context.Context) error {
+		if err := w.f.checkServer(ctx); err != nil {
+			return callError("window create", err)
+		}
+		if err := w.create(ctx, true); err != nil {
+			return callError("window create", err)
+		}
+		return nil
+	})
+}
+
+// notFound is the error of a call on a window whose root partition has
+// no settings.
+func (w *Window) notFound() error {
+	return failf(ErrNotFound, "%s: no window: never made, dropped, or lost by Redis (whose events would now answer new); Window.Create makes it, empty", w.f.name)
+}
+
 // create creates the ring of every partition that does not have it yet,
 // the root's last: while the root's ring lives, every other partition's
 // does (its TTL is longer, and every call touches the root), so one found
 // missing then was lost, and create fails with ErrDamaged rather than
-// make it again empty. The root's settings come first, before any other
-// ring, so that a root whose ring and settings are both missing beside
-// live rings was lost, not being made (rootLost).
-func (w *Window) create(ctx context.Context) error {
+// make it again empty. Only Create (makeWindow) writes the root's
+// settings, before any ring, so that a root whose ring and settings are
+// both missing beside live rings was lost, not being made (rootLost); a
+// call's create finding them missing fails with ErrNotFound.
+func (w *Window) create(ctx context.Context, makeWindow bool) error {
 	f := w.f
 	pipe := f.rdb.Pipeline()
 	rings := make([]*redis.IntCmd, len(f.parts))
@@ -35,6 +64,9 @@ func (w *Window) create(ctx context.Context) error {
 			missing = append(missing, p)
 		}
 	}
+	if s, err := rootSettings.Result(); err == nil && s != w.settings[w.root] {
+		return failf(ErrParamsMismatch, "%s holds other settings than this handle's", w.settingsKey(w.root))
+	}
 	rootLives := rings[w.root].Val() > 0
 	if err := w.lost(ctx, rootLives, missing); err != nil {
 		return err
@@ -46,6 +78,9 @@ func (w *Window) create(ctx context.Context) error {
 		if err := w.rootLost(ctx); err != nil && !errors.Is(err, errDropped) {
 			return err
 		}
+		if !makeWindow {
+			return w.notFound()
+		}
 	}
 	// One incarnation for the rings of every partition, as a filter's
 	// (each keeps the one its settings remember, if they do).
@@ -54,7 +89,7 @@ func (w *Window) create(ctx context.Context) error {
 		return w.encode(windowCall{part: p, head: withIncarnation(f.parts[p].head, inc), create: create, expect: w.expected(), round: "create",
 			rec: f.record("window", "", p, 0, "", f.retryKeep, time.Time{})})
 	}
-	if !rootLives {
+	if makeWindow && !rootLives {
 		if _, err := runScripts(ctx, f.rdb, windowScript, f.fcall, []scriptCall{call(w.root, createSettings)}, f.repl); err != nil {
 			return err
 		}
@@ -68,8 +103,14 @@ func (w *Window) create(ctx context.Context) error {
 	if _, err := runScripts(ctx, f.rdb, windowScript, f.fcall, calls, f.repl); err != nil {
 		return err
 	}
-	_, err := runScripts(ctx, f.rdb, windowScript, f.fcall, []scriptCall{call(w.root, createRing)}, f.repl)
-	return err
+	replies, err := runScripts(ctx, f.rdb, windowScript, f.fcall, []scriptCall{call(w.root, createRing)}, f.repl)
+	if err != nil {
+		return err
+	}
+	if replies[0] == replyMissing { // its settings went meanwhile: dropped
+		return w.notFound()
+	}
+	return nil
 }
 
 // lost returns ErrDamaged when a ring of the partitions missing is still

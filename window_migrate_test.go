@@ -75,7 +75,7 @@ func (m *slotMove) finish(t *testing.T) {
 // is ever answered new.
 func TestWindowSlotMigration(t *testing.T) {
 	cl, rdb := clusterClient(t)
-	w := must(NewWindow(rdb, "migrating", WindowOptions{EventsPerBucket: 20_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 1})).on(t)
+	w := created(t, must(NewWindow(rdb, "migrating", WindowOptions{EventsPerBucket: 20_000, Bucket: time.Hour, Span: 24 * time.Hour, Partitions: 1})).on(t))
 	c := must(NewCounting(rdb, "migrating", Options{Capacity: 1000, Partitions: 1})).on(t) // the same slot
 	must(0, c.Create(ctx)).on(t)
 	var mu sync.Mutex

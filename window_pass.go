@@ -132,7 +132,7 @@ func (w *Window) pass(ctx context.Context, b *windowBatch, ch *windowChunk) erro
 			if b.created {
 				return failf(ErrDamaged, "%s: a ring keeps vanishing", w.f.name)
 			}
-			if err := w.create(ctx); err != nil {
+			if err := w.create(ctx, false); err != nil {
 				return err
 			}
 			b.created = true

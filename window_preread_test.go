@@ -39,8 +39,8 @@ func TestWindowAddedBetweenReadAndCall(t *testing.T) {
 		other := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
 		t.Cleanup(func() { other.Close() })
 		o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Hour, Span: 2 * time.Hour, Partitions: 2}
-		w := must(NewWindow(rdb, "between", o)).on(t)
-		w2 := must(NewWindow(other, "between", o)).on(t)
+		w := created(t, must(NewWindow(rdb, "between", o)).on(t))
+		w2 := created(t, must(NewWindow(other, "between", o)).on(t))
 		must(w.TestOrAdd(ctx, "made")).on(t)
 		evs := events("between-", 40)
 		var theirs []bool
@@ -110,8 +110,8 @@ func TestWindowBucketTurnsAfterRead(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			onBoth(t, func(t *testing.T, rdb *redis.Client) {
 				clk := newClock(time.UnixMilli(1_000_000_000_000))
-				w := clocked(must(NewWindow(rdb, "turns", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute,
-					Span: 2 * time.Minute, Partitions: 1})).on(t), clk)
+				w := created(t, clocked(must(NewWindow(rdb, "turns", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute,
+					Span: 2 * time.Minute, Partitions: 1})).on(t), clk))
 				evs := events("turns-", 12)
 				must(w.TestOrAddMany(ctx, append([]string{"made"}, evs[:c.held]...))).on(t)
 				h := &replies{prefix: c.prefix}
@@ -144,14 +144,14 @@ func TestWindowBucketTurnsAfterRead(t *testing.T) {
 
 // TestWindowGoneBetweenReadAndCall: the ring deleted between a batch's
 // reads and its calls is ErrDamaged (its settings say it lives), never
-// its held events answered new; the window dropped then is made again,
-// holding nothing.
+// its held events answered new; the window dropped then is not found, and
+// Create makes it again, holding nothing.
 func TestWindowGoneBetweenReadAndCall(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		other := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
 		t.Cleanup(func() { other.Close() })
 		o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Hour, Span: 2 * time.Hour}
-		w := must(NewWindow(rdb, "gone", o)).on(t)
+		w := created(t, must(NewWindow(rdb, "gone", o)).on(t))
 		evs := events("gone-", 10)
 		must(w.TestOrAddMany(ctx, evs[:5])).on(t)
 		rdb.AddHook(&beforePipeline{match: scriptPipeline, do: func() {
@@ -163,7 +163,7 @@ func TestWindowGoneBetweenReadAndCall(t *testing.T) {
 			t.Fatalf("ring deleted between the reads and the call: %v, %v; want ErrDamaged", got, err)
 		}
 
-		w2 := must(NewWindow(rdb, "gone-dropped", o)).on(t)
+		w2 := created(t, must(NewWindow(rdb, "gone-dropped", o)).on(t))
 		must(w2.TestOrAddMany(ctx, evs[:5])).on(t)
 		dropper := must(NewWindow(other, "gone-dropped", o)).on(t)
 		rdb.AddHook(&beforePipeline{match: scriptPipeline, do: func() {
@@ -171,6 +171,10 @@ func TestWindowGoneBetweenReadAndCall(t *testing.T) {
 				t.Error(err)
 			}
 		}})
+		if got, err := w2.TestOrAddMany(ctx, evs); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("window dropped between the reads and the call: %v, %v; want ErrNotFound", got, err)
+		}
+		must(0, w2.Create(ctx)).on(t)
 		got := must(w2.TestOrAddMany(ctx, evs)).on(t)
 		if slices.Contains(got, true) {
 			t.Errorf("window dropped between the reads and the call answered %v: want every event new", got)
@@ -191,8 +195,8 @@ func TestWindowGoneBetweenReadAndCall(t *testing.T) {
 func TestWindowPassSlowerThanABucket(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		clk := newClock(time.UnixMilli(1_000_000_000_000))
-		w := clocked(must(NewWindow(rdb, "slow-pass", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute,
-			Span: 3 * time.Minute, Partitions: 2})).on(t), clk)
+		w := created(t, clocked(must(NewWindow(rdb, "slow-pass", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute,
+			Span: 3 * time.Minute, Partitions: 2})).on(t), clk))
 		evs := events("slow-pass-", 40)
 		must(w.TestOrAddMany(ctx, evs)).on(t)
 		var read atomic.Bool

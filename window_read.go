@@ -369,7 +369,8 @@ type ringCheck struct {
 
 // check checks the rings that units read as every call does: a ring
 // damaged, missing before its time (state), or lost while the root lives
-// (lost), or a root lost beside other rings (rootLost), fails.
+// (lost), or a root lost beside other rings (rootLost), fails, and a
+// window without the root's settings is not found.
 func (w *Window) check(ctx context.Context, units []*ringUnit) ([]ringCheck, error) {
 	checks := make([]ringCheck, len(units))
 	var missing []int
@@ -396,10 +397,11 @@ func (w *Window) check(ctx context.Context, units []*ringUnit) ([]ringCheck, err
 	if err := w.lost(ctx, rootLives, missing); err != nil {
 		return nil, err
 	}
-	if !rootLives && !rootSettings {
+	if !rootSettings { // and no root ring: state refuses one without them
 		if err := w.rootLost(ctx); err != nil && !errors.Is(err, errDropped) {
 			return nil, err
 		}
+		return nil, w.notFound()
 	}
 	return checks, nil
 }

@@ -45,7 +45,7 @@ func events(prefix string, n int) []string {
 func TestWindowRemembersForTheSpan(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		clk := newClock(time.UnixMilli(1_000_000_000_000))
-		w := clocked(must(NewWindow(rdb, "dedup", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 4 * time.Minute, Partitions: 2})).on(t), clk)
+		w := created(t, clocked(must(NewWindow(rdb, "dedup", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 4 * time.Minute, Partitions: 2})).on(t), clk))
 		evs := events("e", 300)
 		if got := must(w.TestOrAddMany(ctx, evs)).on(t); slices.Contains(got, true) {
 			t.Fatalf("first delivery: some events answered seen: %v", got)
@@ -96,7 +96,7 @@ func TestWindowRedisClock(t *testing.T) {
 	rdb := realRedis(t)
 	const bucket, span = 100 * time.Millisecond, 300 * time.Millisecond
 	o := WindowOptions{EventsPerBucket: 2000, Bucket: bucket, Span: span, Partitions: 2}
-	w1, w2 := must(NewWindow(rdb, "real", o)).on(t), must(NewWindow(rdb, "real", o)).on(t)
+	w1, w2 := created(t, must(NewWindow(rdb, "real", o)).on(t)), created(t, must(NewWindow(rdb, "real", o)).on(t))
 	type batch struct {
 		events []string
 		start  time.Time
@@ -142,7 +142,7 @@ func TestWindowFalsePositives(t *testing.T) {
 	rdb := realRedis(t)
 	clk := newClock(time.UnixMilli(1_000_000_040_000))
 	const perBucket, p = 2000, 0.01
-	w := clocked(must(NewWindow(rdb, "fpr", WindowOptions{EventsPerBucket: perBucket, ErrorRate: p, Bucket: time.Minute, Span: 3 * time.Minute})).on(t), clk)
+	w := created(t, clocked(must(NewWindow(rdb, "fpr", WindowOptions{EventsPerBucket: perBucket, ErrorRate: p, Bucket: time.Minute, Span: 3 * time.Minute})).on(t), clk))
 	for g := range 4 { // the current generation and the 3 before it, all full
 		must(w.TestOrAddMany(ctx, events(fmt.Sprint("g", g, "-"), perBucket))).on(t)
 		clk.add(time.Minute)
@@ -165,7 +165,7 @@ func TestWindowFalsePositives(t *testing.T) {
 // TestWindowOnce: a replayed batch gets its first decisions.
 func TestWindowOnce(t *testing.T) {
 	rdb := realRedis(t)
-	w := must(NewWindow(rdb, "once", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: time.Hour, Partitions: 3})).on(t)
+	w := created(t, must(NewWindow(rdb, "once", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: time.Hour, Partitions: 3})).on(t))
 	batch := append(events("x", 100), "x1", "x2")
 	first := must(w.TestOrAddManyOnce(ctx, batch, "topic/0/0-101")).on(t)
 	before := dump(t, rdb)
@@ -180,7 +180,7 @@ func TestWindowOnce(t *testing.T) {
 	}
 	// The same through the function library.
 	must(0, InstallFunctions(ctx, rdb)).on(t)
-	wf := must(NewWindow(rdb, "once", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: time.Hour, Partitions: 3, UseFunctions: true})).on(t)
+	wf := created(t, must(NewWindow(rdb, "once", WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: time.Hour, Partitions: 3, UseFunctions: true})).on(t))
 	if got := must(wf.TestOrAddMany(ctx, []string{"x0", "by-fcall"})).on(t); !slices.Equal(got, []bool{true, false}) {
 		t.Errorf("TestOrAddMany by FCALL = %v, want [true false]", got)
 	}
@@ -195,7 +195,7 @@ func TestWindowOnce(t *testing.T) {
 // masters of a cluster.
 func TestWindowCluster(t *testing.T) {
 	_, rdb := clusterClient(t)
-	w := must(NewWindow(rdb, "spread", WindowOptions{EventsPerBucket: 3000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 6})).on(t)
+	w := created(t, must(NewWindow(rdb, "spread", WindowOptions{EventsPerBucket: 3000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 6})).on(t))
 	evs := events("c", 1000)
 	if slices.Contains(must(w.TestOrAddMany(ctx, evs)).on(t), true) {
 		t.Error("first delivery: some events answered seen")
@@ -302,7 +302,7 @@ func fillPast(t testing.TB, rdb *redis.Client, w *Window, c int64, n uint64) {
 // library never sends: each call is refused and nothing changes.
 func TestWindowForgedArguments(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
-		w := must(NewWindow(rdb, "forged", WindowOptions{EventsPerBucket: 100, Bucket: time.Minute, Span: 2 * time.Minute})).on(t)
+		w := created(t, must(NewWindow(rdb, "forged", WindowOptions{EventsPerBucket: 100, Bucket: time.Minute, Span: 2 * time.Minute})).on(t))
 		must(w.TestOrAdd(ctx, "a")).on(t)
 		ring := w.ringKey(0)
 		keys := []string{ring, w.settingsKey(0), ring + ":mask", ring + ":scratch", w.f.parts[0].key + ":r:forged"}
@@ -378,8 +378,8 @@ func TestWindowMatchesModel(t *testing.T) {
 
 func windowMatchesModel(t *testing.T, rdb *redis.Client, p float64) {
 	clk := newClock(time.UnixMilli(1_000_000_000_000))
-	w := clocked(must(NewWindow(rdb, "model", WindowOptions{EventsPerBucket: 40, ErrorRate: p,
-		Bucket: time.Minute, Span: 2 * time.Minute, Partitions: 2})).on(t), clk)
+	w := created(t, clocked(must(NewWindow(rdb, "model", WindowOptions{EventsPerBucket: 40, ErrorRate: p,
+		Bucket: time.Minute, Span: 2 * time.Minute, Partitions: 2})).on(t), clk))
 	f := w.f
 	// Each batch is one call a partition, whose reads all come before its
 	// writes: the model applies a batch's adds after answering it.
@@ -474,8 +474,8 @@ func windowMatchesModel(t *testing.T, rdb *redis.Client, p float64) {
 func TestWindowBatchCopies(t *testing.T) {
 	rdb := realRedis(t)
 	clk := newClock(time.UnixMilli(1_000_000_020_000))
-	w := clocked(must(NewWindow(rdb, "copies", WindowOptions{EventsPerBucket: 1000, ErrorRate: 0.01,
-		Bucket: time.Minute, Span: 2 * time.Minute, Partitions: 1})).on(t), clk)
+	w := created(t, clocked(must(NewWindow(rdb, "copies", WindowOptions{EventsPerBucket: 1000, ErrorRate: 0.01,
+		Bucket: time.Minute, Span: 2 * time.Minute, Partitions: 1})).on(t), clk))
 	must(w.TestOrAdd(ctx, "x")).on(t)
 	clk.add(2 * time.Minute) // x's generation is the oldest live one
 	perCall := maxWindowWords / (w.f.h.k * len(w.r.fields()))
@@ -504,8 +504,8 @@ func TestWindowBatchCopies(t *testing.T) {
 func TestWindowSlowReplay(t *testing.T) {
 	onBoth(t, func(t *testing.T, rdb *redis.Client) {
 		clk := newClock(time.UnixMilli(1_700_000_000_000))
-		w := clocked(must(NewWindow(rdb, "slow-replay", WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour,
-			Span: 2 * time.Hour, IDLifetime: 4 * time.Second})).on(t), clk)
+		w := created(t, clocked(must(NewWindow(rdb, "slow-replay", WindowOptions{EventsPerBucket: 10_000, Bucket: time.Hour,
+			Span: 2 * time.Hour, IDLifetime: 4 * time.Second})).on(t), clk))
 		w.f.now = clk.now
 		perCall := max(1, maxWindowWords/(w.f.h.k*len(w.r.fields())))
 		evs := events("e", 10*perCall)

@@ -76,7 +76,7 @@ func TestWindowValidators(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rdb.FlushAll(ctx)
 			clk := newClock(time.UnixMilli(1_000_000_000_000))
-			w := clocked(must(NewWindow(rdb, "validated", o)).on(t), clk)
+			w := created(t, clocked(must(NewWindow(rdb, "validated", o)).on(t), clk))
 			held := events("held", 20)
 			must(w.TestOrAddMany(ctx, held)).on(t)
 			if w.r.w != 7 {

@@ -41,8 +41,10 @@
 --           'inc' the ring's incarnation. It outlives the ring by twice the
 --           id lifetime: a ring made again after it expired takes the same
 --           incarnation, so the operation ids applied to it are replayed.
---           The root's outlive every ring of the window. After a Drop the
---           root's hold only 'dropped' (window_life.go's dropMark)
+--           The root's never expire: Create writes them and Drop deletes
+--           them, so a window Redis lost is told from one never made.
+--           After a Drop the root's hold only 'dropped' (window_life.go's
+--           dropMark)
 -- KEYS[3], KEYS[4]  scratch keys of a cleaning step (the mask, the chunk),
 --           deleted before the script returns
 -- KEYS[5..] the hashes of this call's record, as in add.lua: one, or
@@ -57,11 +59,13 @@
 -- ARGV[6]   the record's field, as in add.lua
 -- ARGV[7]   the record's tag, as in add.lua
 -- ARGV[8]   '' to use Redis's clock, or a time in ms (tests)
--- ARGV[9]   CREATE_RING if this call may create the ring, CREATE_NONE if
---           not: the client creates the rings of every partition together;
---           CREATE_SETTINGS to write only the settings of a missing ring (the root's, before the
---           other rings are made: so the root's ring missing beside live
---           ones is told from one being made, window_life.go's rootLost)
+-- ARGV[9]   CREATE_RING if this call may create the ring (the root's
+--           only once its settings exist), CREATE_NONE if not: the client
+--           creates the rings of every partition together; CREATE_SETTINGS
+--           to write only the settings of a missing ring: the root's, by
+--           Create alone, before the other rings are made, so that the
+--           root's ring missing beside live ones is told from one being
+--           made (window_life.go's rootLost)
 -- ARGV[10]  the bucket the client expects the call to be in
 -- ARGV[11]  PART_ROOT for the window's root partition, whose ring the
 --           client touches in every call and expires first; PART_OTHER for
@@ -302,14 +306,9 @@ local inc = storedInc or incarnation(got ~= '' and got or head)
 -- for twice the id lifetime at least.
 local ttl = math.max(W * bucketMS, MIN_RING_TTL)
 if root == PART_OTHER then ttl = ttl + 3 * bucketMS end
--- The root's settings outlive every other ring: the others' rings live
--- three buckets longer than the root's, written up to a bucket after its
--- settings (the refresh below waits a bucket) and a round apart. So a root whose ring
--- and settings are both gone beside a live ring was lost (window_life.go's
--- rootLost).
-local settingsTTL = ttl + bucketMS
-if root == PART_ROOT then settingsTTL = ttl + 5 * bucketMS + MIN_RING_TTL end
-settingsTTL = math.max(settingsTTL, 2 * 1000 * f.once)
+-- The root's settings never expire; the others' outlive their ring by a
+-- bucket (the refresh below waits one), and by twice the id lifetime.
+local settingsTTL = math.max(ttl + bucketMS, 2 * 1000 * f.once)
 if create == CREATE_SETTINGS then
   if got == '' then
     if not storedSettings then
@@ -319,7 +318,8 @@ if create == CREATE_SETTINGS then
       redis.call('HSET', settings, 's', settingsArg)
     end
     if not storedSettings or not storedInc then redis.call('HSET', settings, 'inc', inc) end
-    if not expires then redis.call('PEXPIRE', settings, settingsTTL) end
+    if root == PART_ROOT then redis.call('PERSIST', settings)
+    elseif not expires then redis.call('PEXPIRE', settings, settingsTTL) end
   end
   return REPLY_MISSING
 end
@@ -421,10 +421,11 @@ local function clean(steps)
   return not waiting
 end
 
--- A root made by a call that wrote its settings before a Drop deleted
--- them (and left its mark) is not made: the Drop deleted the rings made
--- before it, and one made now would stand beside their absence.
-if got == '' and create == CREATE_RING and root == PART_ROOT and not storedSettings and stored[5] then
+-- Only Create writes the root's settings (CREATE_SETTINGS), which never
+-- expire: a root ring without them is not made again by a call, since the
+-- window was never made, was dropped, or was lost, and a new one would
+-- answer the events it held new.
+if got == '' and create == CREATE_RING and root == PART_ROOT and not storedSettings then
   return REPLY_MISSING
 end
 
@@ -448,7 +449,7 @@ if not storedInc then redis.call('HSET', settings, 'inc', inc) end
 if not expires or expires < now + ttl - bucketMS then
   if clock == '' then redis.call('PEXPIREAT', ring, now + ttl) else redis.call('PEXPIRE', ring, ttl) end
   redis.call('HSET', settings, 'ring', now + ttl)
-  redis.call('PEXPIRE', settings, settingsTTL)
+  if root == PART_OTHER then redis.call('PEXPIRE', settings, settingsTTL) end
 end
 
 local qc = c % W

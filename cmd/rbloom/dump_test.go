@@ -61,7 +61,7 @@ func TestDumpRestore(t *testing.T) {
 	rb(t, "", "", "restore", "copy", file).fails(t, "restore: no -u or REDIS_URL")
 
 	// Windows are not dumped; a missing filter is not found.
-	must(t, url, "window", "w", "--events", "100", "--bucket", "1h", "--span", "2h", "x")
+	must(t, url, "window", "w", "--create", "--events", "100", "--bucket", "1h", "--span", "2h", "x")
 	rb(t, url, "", "dump", "w", file).fails(t, "w is a window")
 	rb(t, url, "", "dump", "nothing", filepath.Join(dir, "nothing.dump")).fails(t, "filter not found")
 	if _, err := os.Stat(filepath.Join(dir, "nothing.dump")); err == nil {

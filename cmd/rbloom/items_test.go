@@ -129,13 +129,14 @@ func TestMissingOrForeignFilter(t *testing.T) {
 	rb(t, u, "", "test", "bad{name", "x").fails(t, "test bad{name: ", "invalid options: name")
 }
 
-// TestWindowCommand test-or-adds items in a window and lists its
-// generations.
+// TestWindowCommand test-or-adds items in a window that --create made,
+// refuses one that does not exist, and lists its generations.
 func TestWindowCommand(t *testing.T) {
 	t.Parallel()
 	u := miniURL(t)
 	flags := []string{"--events", "1e3", "--bucket", "1h", "--span", "24h"}
-	rb(t, u, "", append([]string{"window", "w"}, append(flags, "a", "b", "a")...)...).ok(t, "new\ta\nnew\tb\nseen\ta\n")
+	rb(t, u, "", append([]string{"window", "w"}, append(flags, "a")...)...).fails(t, "no window", "--create makes it")
+	rb(t, u, "", append([]string{"window", "w", "--create"}, append(flags, "a", "b", "a")...)...).ok(t, "new\ta\nnew\tb\nseen\ta\n")
 	rb(t, u, "b\nc\n", append([]string{"window", "w"}, flags...)...).ok(t, "seen\tb\nnew\tc\n")
 	r := rb(t, u, "", append([]string{"window", "w", "--info"}, flags...)...)
 	if r.code != 0 || !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:00:00Z\t3\t\d+\t(24h\d+m\d+s|25h0m0s)\n$`).MatchString(r.stdout) {

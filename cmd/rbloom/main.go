@@ -21,7 +21,8 @@
 //	count NAME [ITEM...]  print the item's count, 0 to 15: an upper bound
 //	window NAME --events N --bucket D --span D [ITEM...]
 //	                      print "new" (added) or "seen" (within the span), in
-//	                      a window of generations; --info lists them
+//	                      a window of generations; --create makes it first,
+//	                      --info lists them
 //
 //	load NAME [FILE]      add every line of FILE (or stdin) in batches
 //	unload NAME [FILE]    remove every line of FILE (or stdin) in batches
@@ -123,6 +124,8 @@ Items, as arguments or one per line on stdin; one line out per item,
                         new (added now), or seen within the span, in a window
                         of one filter per bucket (Go: rbloom.NewWindow); a
                         window stores its settings: give the same every time.
+                        --create makes it first (once: a window Redis lost
+                        is refused, never made again empty, without it);
                         --info lists its live generations instead: START,
                         ITEMS, BYTES, TTL, tab-separated
 

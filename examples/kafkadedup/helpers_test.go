@@ -42,15 +42,15 @@ func newEnv(t *testing.T, events int) *env {
 	if err := createTopics(t.Context(), cfg, 4); err != nil {
 		t.Fatal(err)
 	}
-	win, err := rbloom.NewWindow(rdb, cfg.window, cfg.windowOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
 	adm, closeAdm, err := newAdmin(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(closeAdm)
+	win, err := openWindow(t.Context(), rdb, adm, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &env{cluster: cluster, rdb: rdb, cfg: cfg, win: win, adm: adm, st: &stats{}}
 }
 

@@ -169,7 +169,12 @@ func demo(ctx context.Context, args []string, w *os.File) (bool, error) {
 	if err := createTopics(ctx, cfg, int32(f.partitions)); err != nil {
 		return false, err
 	}
-	win, err := rbloom.NewWindow(rdb, cfg.window, cfg.windowOptions)
+	adm, closeAdm, err := newAdmin(cfg)
+	if err != nil {
+		return false, err
+	}
+	defer closeAdm()
+	win, err := openWindow(ctx, rdb, adm, cfg)
 	if err != nil {
 		return false, err
 	}
@@ -208,12 +213,6 @@ func demo(ctx context.Context, args []string, w *os.File) (bool, error) {
 		g.stop()
 		return false, err
 	}
-	adm, closeAdm, err := newAdmin(cfg)
-	if err != nil {
-		g.stop()
-		return false, err
-	}
-	defer closeAdm()
 	err = waitDrained(runCtx, adm, cfg)
 	g.stop()
 	if err != nil {

@@ -31,9 +31,10 @@ func (c *clicks) register(fs *flag.FlagSet) {
 
 func (c clicks) generate(name string) []event { return generate(name, c.events, c.dupRate, c.seed) }
 
-// newConsumer returns a consumer of the stream s names.
-func newConsumer(rdb redis.UniversalClient, s settings, name string, size int, minIdle time.Duration) (*consumer, error) {
-	w, err := s.window(rdb)
+// newConsumer returns a consumer of the stream s names, whose group
+// exists (ensureGroup).
+func newConsumer(ctx context.Context, rdb redis.UniversalClient, s settings, name string, size int, minIdle time.Duration) (*consumer, error) {
+	w, err := openWindow(ctx, rdb, s)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +88,7 @@ func consumeCommand(ctx context.Context, args []string) error {
 	if err := ensureGroup(ctx, rdb, s.keys()); err != nil {
 		return err
 	}
-	c, err := newConsumer(rdb, s, *name, *size, *minIdle)
+	c, err := newConsumer(ctx, rdb, s, *name, *size, *minIdle)
 	if err != nil {
 		return err
 	}

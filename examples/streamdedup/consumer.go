@@ -224,6 +224,32 @@ func (c *consumer) step(name string) {
 	}
 }
 
+// openWindow returns the stream's dedup window, and makes it while the
+// consumer group has delivered no entry: that is where the stream starts
+// (ensureGroup made the group). No call makes a window, so once entries
+// are delivered a window Redis lost fails every call with
+// rbloom.ErrNotFound, and the consumers stop rather than count again the
+// events it held; making it then is an operator's choice, taking those
+// duplicates.
+func openWindow(ctx context.Context, rdb redis.UniversalClient, s settings) (*rbloom.Window, error) {
+	w, err := s.window(rdb)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := rdb.XInfoGroups(ctx, s.keys().stream()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("the stream's consumer groups: %w", err)
+	}
+	for _, g := range groups {
+		if g.Name == group && g.LastDeliveredID == "0-0" {
+			if err := w.Create(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return w, nil
+}
+
 // ensureGroup creates the stream and its consumer group, reading from the
 // first entry, unless they exist.
 func ensureGroup(ctx context.Context, rdb redis.Cmdable, k keys) error {

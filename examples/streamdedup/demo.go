@@ -52,7 +52,7 @@ func demoCommand(ctx context.Context, args []string) error {
 	if err := ensureGroup(ctx, rdb, k); err != nil {
 		return err
 	}
-	w, err := s.window(rdb)
+	w, err := openWindow(ctx, rdb, s)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func demoCommand(ctx context.Context, args []string) error {
 			// Each life is a new consumer with a new name: the dead one's
 			// entries stay pending until someone claims them.
 			for life := 0; run.Err() == nil; life++ {
-				con, err := newConsumer(rdb, s, fmt.Sprintf("consumer-%d.%d", i, life), *size, *minIdle)
+				con, err := newConsumer(ctx, rdb, s, fmt.Sprintf("consumer-%d.%d", i, life), *size, *minIdle)
 				if err != nil {
 					panic(err) // the settings were checked by s.window above
 				}

@@ -34,7 +34,7 @@ func newTestConsumer(t *testing.T, rdb *redis.Client, s settings, name string, s
 	if err := ensureGroup(t.Context(), rdb, s.keys()); err != nil {
 		t.Fatal(err)
 	}
-	c, err := newConsumer(rdb, s, name, size, minIdle)
+	c, err := newConsumer(t.Context(), rdb, s, name, size, minIdle)
 	if err != nil {
 		t.Fatal(err)
 	}

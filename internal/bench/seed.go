@@ -109,6 +109,9 @@ func RunSeed(ctx context.Context, cfg SeedConfig, out io.Writer) error {
 	if err := w.Drop(ctx); err != nil {
 		return err
 	}
+	if err := w.Create(ctx); err != nil {
+		return err
+	}
 	start := time.Now()
 	progress("seed: making the rings (%d partitions)", cfg.Partitions)
 	if _, err := w.TestOrAdd(ctx, "seed-first"); err != nil {

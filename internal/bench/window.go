@@ -69,10 +69,13 @@ func newWindowBench(rdb *redis.Client, cfg Config) (*windowBench, error) {
 	return wb, err
 }
 
-// fill makes the window's ring with one event and writes its past
-// generations at the density of full ones, then creates the plain key.
+// fill makes the window and writes one event, then its past generations
+// at the density of full ones, then creates the plain key.
 func (wb *windowBench) fill(ctx context.Context, rdb *redis.Client, progress func(string)) error {
 	progress(fmt.Sprintf("window: %d past generations written as full ones", wb.gens))
+	if err := wb.w.Create(ctx); err != nil {
+		return err
+	}
 	if _, err := wb.w.TestOrAdd(ctx, "window-fill-current"); err != nil {
 		return err
 	}
