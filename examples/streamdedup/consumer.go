@@ -241,7 +241,9 @@ func openWindow(ctx context.Context, rdb redis.UniversalClient, s settings) (*rb
 		return nil, fmt.Errorf("the stream's consumer groups: %w", err)
 	}
 	for _, g := range groups {
-		if g.Name == group && g.LastDeliveredID == "0-0" {
+		// Redis answers 0-0 for the "0" the group was made at;
+		// miniredis, the embedded Redis, answers "0".
+		if g.Name == group && (g.LastDeliveredID == "0-0" || g.LastDeliveredID == "0") {
 			if err := w.Create(ctx); err != nil {
 				return nil, err
 			}

@@ -28,3 +28,12 @@ func TestWindowMadeWhereTheStreamStarts(t *testing.T) {
 		t.Fatalf("a poll with the window lost: %v, want ErrNotFound", err)
 	}
 }
+
+// TestDemoEmbedded runs the demo as README's first command does, on the
+// embedded Redis, whose answers are miniredis's (a group's last delivered
+// id "0", where Redis says "0-0").
+func TestDemoEmbedded(t *testing.T) {
+	if err := demoCommand(t.Context(), []string{"-events", "2000", "-crashes", "1", "-timeout", "20s"}); err != nil {
+		t.Fatal(err)
+	}
+}
