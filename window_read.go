@@ -158,6 +158,11 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 		}
 		return st, nowMS, false, nil
 	}
+	if len(head) > markByte && head[markByte] == markLoad {
+		// Installed by a restore and not yet open (window_dump.go): its
+		// settings come at the open.
+		return st, 0, false, failf(ErrLoading, "%s: %s is being restored: ask again once the restore is over", w.f.name, key)
+	}
 	if _, isStr := vals[0].(string); !isStr {
 		// As window.lua: the settings outlive the ring.
 		return st, 0, false, failf(ErrDamaged, "%s lives and %s is gone: which window it holds is not known", key, w.settingsKey(p))
