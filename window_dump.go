@@ -164,11 +164,7 @@ func (w *Window) dump(ctx context.Context, wr io.Writer) (int64, error) {
 	// Every ring checked as every call checks them: one lost (not
 	// expired) is an error, not a generation's events gone.
 	every := func(int) bool { return true }
-	units, err := w.readUnits(ctx, make([][]int, len(f.parts)), every, 1, func(redis.Pipeliner, *ringUnit) {})
-	if err != nil {
-		return 0, err
-	}
-	checks, err := w.check(ctx, units)
+	units, checks, err := w.readUnits(ctx, make([][]int, len(f.parts)), every, 1, func(redis.Pipeliner, *ringUnit) {})
 	if err != nil {
 		return 0, err
 	}
