@@ -3,6 +3,7 @@ package rbloom
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -347,6 +348,9 @@ func (w *Window) checkDumpedState(p int, start string) error {
 		return fmt.Errorf("its ring ends within its state block")
 	}
 	_, err := w.r.parseState(w.ringKey(p), start[:w.r.state], w.bucket.Milliseconds())
+	if d, ok := err.(*detailed); ok {
+		return errors.New(d.detail) // what is wrong, not the kind a stored ring's would be
+	}
 	return err
 }
 

@@ -3,11 +3,13 @@ package rbloom
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -274,4 +276,260 @@ func TestWindowReadStraddlingRestore(t *testing.T) {
 			t.Errorf("root read first %v: every read found a ring installed and not open", rootFirst)
 		}
 	}
+}
+
+// TestWindowRestoreRefusesEveryDamage flips every byte of a small
+// window's dump and cuts it everywhere: each is ErrBadDump, and no key is
+// left.
+func TestWindowRestoreRefusesEveryDamage(t *testing.T) {
+	rdb := realRedis(t)
+	w := must(NewWindow(rdb, "small", WindowOptions{EventsPerBucket: 10, Bucket: time.Hour, Span: time.Hour, Partitions: 2})).on(t)
+	must(w.TestOrAddMany(ctx, []string{"a", "b", "c"})).on(t)
+	b := windowDumpOf(t, w)
+	before := keysNow(t, rdb)
+	try := func(what string, c []byte) {
+		t.Helper()
+		if _, err := RestoreWindow(ctx, rdb, "small-copy", WindowOptions{}, bytes.NewReader(c)); !errors.Is(err, ErrBadDump) {
+			t.Fatalf("%s: RestoreWindow = %v, want ErrBadDump", what, err)
+		}
+	}
+	for i := range b {
+		c := bytes.Clone(b)
+		c[i] ^= 0x01
+		try(fmt.Sprintf("bit 0 of byte %d of %d flipped", i, len(b)), c)
+		c[i] ^= 0xff
+		try(fmt.Sprintf("byte %d of %d inverted", i, len(b)), c)
+		try(fmt.Sprintf("cut at %d of %d", i, len(b)), b[:i])
+	}
+	try("a byte after its end", append(bytes.Clone(b), 0))
+	if after := keysNow(t, rdb); !slices.Equal(after, before) {
+		t.Fatalf("keys after the refused restores: %v, want %v", after, before)
+	}
+	g := must(RestoreWindow(ctx, rdb, "small-copy", WindowOptions{}, bytes.NewReader(b))).on(t)
+	allSeen(t, g, []string{"a", "b", "c"})
+}
+
+// reforgeWindow rewrites the window dump b with edit applied to each
+// partition's ring after its header, every checksum made right again.
+func reforgeWindow(b []byte, edit func(p int, ring []byte)) []byte {
+	crc := func(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+	start := dumpHeadSize + 12 + int(binary.BigEndian.Uint32(b[dumpHeadSize+4:]))
+	out := append([]byte(nil), b[:start]...)
+	p := 0
+	for off := start; string(b[off:off+4]) == sectionMagic; p++ {
+		n := int(binary.BigEndian.Uint64(b[off+16:]))
+		d := bytes.Clone(b[off+sectionSize : off+sectionSize+n])
+		if n > 0 {
+			edit(p, d)
+		}
+		out = append(append(out, b[off:off+sectionSize]...), d...)
+		out = binary.BigEndian.AppendUint32(out, crc(d))
+		off += sectionSize + n + 4
+	}
+	return withTrailer(out, p)
+}
+
+// TestWindowRestoreRefusesForgedState restores window dumps whose every
+// checksum is right but a ring's state is one no window writes: each is
+// ErrBadDump with no key left.
+func TestWindowRestoreRefusesForgedState(t *testing.T) {
+	rdb := realRedis(t)
+	w, _ := dumpWindow(t, rdb, "src", "")
+	b := windowDumpOf(t, w)
+	if !bytes.Equal(reforgeWindow(b, func(int, []byte) {}), b) {
+		t.Fatal("reforgeWindow changes a dump it does not edit")
+	}
+	field := func(ring []byte, byteAt int) []byte { return ring[byteAt-headerSize : byteAt-headerSize+8] }
+	before := keysNow(t, rdb)
+	for _, tc := range []struct {
+		name string
+		edit func(ring []byte)
+	}{
+		{"another bucket", func(r []byte) { binary.BigEndian.PutUint64(field(r, ringBucketByte), 60000) }},
+		{"another W", func(r []byte) { binary.BigEndian.PutUint64(field(r, ringWByte), 6) }},
+		{"cursor not a multiple of W", func(r []byte) { binary.BigEndian.PutUint64(field(r, ringCursorByte), 3) }},
+		{"cursor past the words", func(r []byte) { binary.BigEndian.PutUint64(field(r, ringCursorByte), 1<<40) }},
+		{"a position of another residue", func(r []byte) {
+			binary.BigEndian.PutUint64(field(r, ringPositionsByte), 7) // 7 mod 5 is not 0
+		}},
+		{"a position out of the span of the newest", func(r []byte) {
+			b := int64(binary.BigEndian.Uint64(field(r, ringPositionsByte+ringPositionSize*int(time.Now().UnixMilli()/3600000%5))))
+			binary.BigEndian.PutUint64(field(r, ringPositionsByte+ringPositionSize*int((b+1)%5)), uint64(b+1-10))
+		}},
+		{"a position of -3", func(r []byte) { binary.BigEndian.PutUint64(field(r, ringPositionsByte+16), uint64(1<<64-3)) }},
+	} {
+		g, err := RestoreWindow(ctx, rdb, "forged", WindowOptions{}, bytes.NewReader(reforgeWindow(b, func(p int, r []byte) {
+			if p == 1 {
+				tc.edit(r)
+			}
+		})))
+		if !errors.Is(err, ErrBadDump) || !strings.Contains(err.Error(), "partition 1: ") {
+			t.Errorf("%s: RestoreWindow = %v, want ErrBadDump of partition 1", tc.name, err)
+		}
+		if err == nil {
+			must(0, g.Drop(ctx)).on(t)
+		}
+		if after := keysNow(t, rdb); !slices.Equal(after, before) {
+			t.Fatalf("%s: keys %v after, %v before", tc.name, after, before)
+		}
+	}
+}
+
+// TestWindowRestoreExisting: a window of that name is not replaced by
+// RestoreWindow (ErrExists, nothing changed), and is by
+// RestoreWindowReplace, at another number of partitions too: then it
+// holds the dump's events and not the old window's.
+func TestWindowRestoreExisting(t *testing.T) {
+	rdb := realRedis(t)
+	w, evs := dumpWindow(t, rdb, "src", "")
+	b := windowDumpOf(t, w)
+	o := dumpWindowOpts
+	o.Partitions = 2
+	old := must(NewWindow(rdb, "there", o)).on(t)
+	oldEvs := events("old-", 500)
+	must(old.TestOrAddMany(ctx, oldEvs)).on(t)
+	before := dump(t, rdb)
+	if _, err := RestoreWindow(ctx, rdb, "there", WindowOptions{}, bytes.NewReader(b)); !errors.Is(err, ErrExists) {
+		t.Fatalf("RestoreWindow over a window = %v, want ErrExists", err)
+	}
+	if after := dump(t, rdb); !mapsEqual(after, before) {
+		t.Fatal("a refused restore changed keys")
+	}
+	// A damaged dump leaves the old window as it was.
+	if _, err := RestoreWindowReplace(ctx, rdb, "there", WindowOptions{}, bytes.NewReader(b[:len(b)-1])); !errors.Is(err, ErrBadDump) {
+		t.Fatalf("RestoreWindowReplace of a cut dump = %v, want ErrBadDump", err)
+	}
+	if after := dump(t, rdb); !mapsEqual(after, before) {
+		t.Fatal("a refused replace changed keys")
+	}
+	g := must(RestoreWindowReplace(ctx, rdb, "there", WindowOptions{}, bytes.NewReader(b))).on(t)
+	allSeen(t, g, evs)
+	fewSeen(t, g, oldEvs)
+	for _, k := range keysNow(t, rdb) {
+		if strings.HasPrefix(k, "rbloom:{there") && !slices.ContainsFunc(g.f.parts, func(p part) bool { return strings.HasPrefix(k, p.key+":") }) {
+			t.Errorf("key %s of the replaced window left", k)
+		}
+	}
+	// The old handle, of two partitions, is refused.
+	if _, err := old.TestMany(ctx, oldEvs); !errors.Is(err, ErrParamsMismatch) {
+		t.Errorf("the replaced window's handle: TestMany = %v, want ErrParamsMismatch", err)
+	}
+}
+
+// TestWindowDumpExpiredRings dumps windows whose rings expired, all of
+// them or one beside a live root: the dump holds no ring for them, and
+// the restored window reads and writes as the dumped one did.
+func TestWindowDumpExpiredRings(t *testing.T) {
+	rdb := realRedis(t)
+	expire := func(w *Window, p int) {
+		rdb.Del(ctx, w.ringKey(p))
+		rdb.HSet(ctx, w.settingsKey(p), "ring", time.Now().Add(-time.Minute).UnixMilli())
+	}
+	for _, all := range []bool{true, false} {
+		name := fmt.Sprint("expired-", all)
+		w, evs := dumpWindow(t, rdb, name, "")
+		var kept []string
+		for p := range w.f.parts {
+			if all || p != w.root {
+				expire(w, p)
+			}
+		}
+		for _, e := range evs {
+			if p, _ := w.f.locate(nil, e); !all && p == w.root {
+				kept = append(kept, e)
+			}
+		}
+		b := windowDumpOf(t, w)
+		g := must(RestoreWindow(ctx, rdb, name+"-copy", WindowOptions{}, bytes.NewReader(b))).on(t)
+		for p := range g.f.parts {
+			if n := rdb.Exists(ctx, g.ringKey(p)).Val(); n != 0 && (all || p != w.root) { // the dumped root's index, not the copy's
+				t.Errorf("all %v: %s restored, its ring had expired", all, g.ringKey(p))
+			}
+		}
+		allSeen(t, g, kept)
+		// The events of the expired rings are new again, in both.
+		var gone []string
+		for _, e := range evs {
+			if p, _ := w.f.locate(nil, e); all || p != w.root {
+				gone = append(gone, e)
+			}
+		}
+		fewSeen(t, g, gone)
+		if seen := must(g.TestOrAddMany(ctx, gone[:10])).on(t); slices.Contains(seen, true) {
+			t.Errorf("all %v: events of an expired ring answered seen: %v", all, seen)
+		}
+		allSeen(t, g, gone[:10])
+	}
+}
+
+// TestWindowDumpConsistentUnderWrites dumps a window while writers add
+// to it: every event whose TestOrAddMany returned before Dump began is
+// seen in the restored window, and every ring restored is one a window
+// writes (the restore checks each state).
+func TestWindowDumpConsistentUnderWrites(t *testing.T) {
+	rdb := realRedis(t)
+	w := must(NewWindow(rdb, "busy", WindowOptions{EventsPerBucket: 200_000, Bucket: time.Hour, Span: 3 * time.Hour, Partitions: 2})).on(t)
+	var mu sync.Mutex
+	var done []string
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for wr := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				batch := events(fmt.Sprintf("w%d-%d-", wr, i), 200)
+				if _, err := w.TestOrAddMany(ctx, batch); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				done = append(done, batch...)
+				mu.Unlock()
+			}
+		}()
+	}
+	waitFor(t, "some events", func() bool { mu.Lock(); defer mu.Unlock(); return len(done) > 20000 })
+	for i := range 3 {
+		mu.Lock()
+		before := slices.Clone(done)
+		mu.Unlock()
+		b := windowDumpOf(t, w)
+		g := must(RestoreWindow(ctx, rdb, fmt.Sprint("busy-copy-", i), WindowOptions{}, bytes.NewReader(b))).on(t)
+		for j, ok := range must(g.TestMany(ctx, before)).on(t) {
+			if !ok {
+				t.Fatalf("dump %d: %q, added before the dump began, is not in it", i, before[j])
+			}
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+}
+
+// TestWindowDumpCluster restores a window of a single server into a
+// cluster of three masters, and its dump there back into a single server.
+func TestWindowDumpCluster(t *testing.T) {
+	_, cc := clusterClient(t)
+	single := realRedis(t)
+	w, evs := dumpWindow(t, single, "wc", "")
+	g := must(RestoreWindow(ctx, cc, "wc", WindowOptions{}, bytes.NewReader(windowDumpOf(t, w)))).on(t)
+	allSeen(t, g, evs)
+	fewSeen(t, g, events("never-", 1000))
+	back := must(RestoreWindow(ctx, single, "wc-back", WindowOptions{KeyPrefix: "back:"}, bytes.NewReader(windowDumpOf(t, g)))).on(t)
+	allSeen(t, back, evs)
+	for _, k := range keysNow(t, cc) {
+		if strings.Contains(k, ":restore:") || strings.Contains(k, ":dump:") || strings.HasSuffix(k, ":rebuild") || strings.HasSuffix(k, ":restoring") {
+			t.Errorf("key %s left behind on the cluster", k)
+		}
+	}
+}
+
+// TestWindowDumpAcrossServers dumps a window from each server and
+// restores it into each other, as TestDumpAcrossServers does filters.
+func TestWindowDumpAcrossServers(t *testing.T) {
+	acrossServers(t, func(t *testing.T, src, dst *redis.Client) {
+		w, evs := dumpWindow(t, src, "wx", "")
+		g := must(RestoreWindow(ctx, dst, "wx", WindowOptions{KeyPrefix: "moved:"}, bytes.NewReader(windowDumpOf(t, w)))).on(t)
+		allSeen(t, g, evs)
+	})
 }
