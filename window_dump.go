@@ -301,11 +301,11 @@ func restoreWindow(ctx context.Context, rdb Client, name string, o WindowOptions
 	if !replace {
 		pipe := rdb.Pipeline()
 		ring := pipe.Exists(ctx, w.ringKey(w.root))
-		settings := pipe.HExists(ctx, w.settingsKey(w.root), "s")
+		settings := pipe.HGet(ctx, w.settingsKey(w.root), "s") // HGET: the ACL of docs/operations.md
 		if err := execAll(ctx, pipe); err != nil {
 			return nil, err
 		}
-		if ring.Val() > 0 || settings.Val() {
+		if ring.Val() > 0 || settings.Err() == nil {
 			return nil, failf(ErrExists, "%s: the window exists (RestoreWindowReplace, or rbloom restore --replace, replaces it)", name)
 		}
 	}

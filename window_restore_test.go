@@ -533,3 +533,24 @@ func TestWindowDumpAcrossServers(t *testing.T) {
 		allSeen(t, g, evs)
 	})
 }
+
+// TestWindowDumpACL: the least-privilege user of docs/operations.md
+// restores a window's dump, and dumps one given +copy.
+func TestWindowDumpACL(t *testing.T) {
+	admin := realRedis(t)
+	w, evs := dumpWindow(t, admin, "src", "")
+	b := windowDumpOf(t, w)
+	app := redis.NewClient(&redis.Options{Addr: admin.Options().Addr, Username: aclUser, Password: aclPassword, MaxRetries: -1})
+	defer app.Close()
+	for _, cmd := range [][]any{aclSetUser(append(slices.Clone(aclCommands), "+copy")), {"SCRIPT", "FLUSH"}} {
+		if err := admin.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := must(RestoreWindow(ctx, app, "acl", WindowOptions{}, bytes.NewReader(b))).on(t)
+	allSeen(t, g, evs)
+	if b2 := windowDumpOf(t, g); len(b2) != len(b) {
+		t.Fatalf("the dump of the restored window: %d bytes, want %d", len(b2), len(b))
+	}
+	must(RestoreWindowReplace(ctx, app, "acl", WindowOptions{}, bytes.NewReader(b))).on(t)
+}

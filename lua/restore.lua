@@ -144,7 +144,7 @@ if holder == mine then
 end
 if holder then return RESTORE_HELD end
 if redis.call('EXISTS', key) == 1 then return RESTORE_EXISTS end
-if settings and redis.call('HEXISTS', settings, 's') == 1 then return RESTORE_EXISTS end
+if settings and redis.call('HGET', settings, 's') then return RESTORE_EXISTS end
 if ringless then
   redis.call('SET', lease, mine, 'PX', leaseMS)
   return RESTORE_OK
