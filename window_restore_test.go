@@ -554,3 +554,45 @@ func TestWindowDumpACL(t *testing.T) {
 	}
 	must(RestoreWindowReplace(ctx, app, "acl", WindowOptions{}, bytes.NewReader(b))).on(t)
 }
+
+// TestRestoreScriptForgedWindow calls restore.lua's window form with
+// forged arguments: each is refused, and nothing is written.
+func TestRestoreScriptForgedWindow(t *testing.T) {
+	rdb := realRedis(t)
+	w := must(NewWindow(rdb, "forged", dumpWindowOpts)).on(t)
+	key := w.ringKey(0)
+	head := []byte(withIncarnation(w.f.parts[0].head, randomIncarnation()))
+	head[markByte] = markLoad
+	staging := stagingKey(key, "tok")
+	rdb.Set(ctx, staging, string(head), 0)
+	rdb.SetRange(ctx, staging, w.r.size-1, "\x00")
+	keys := []string{key, staging, leaseKey(key), w.settingsKey(0)}
+	at := fmt.Sprint(time.Now().Add(time.Hour).UnixMilli())
+	good := []any{string(head), "install", "tok", "30000", "0", fmt.Sprint(w.r.size), w.settings[0], at, "0"}
+	with := func(i int, v any) []any { a := slices.Clone(good); a[i] = v; return a }
+	other := must(NewWindow(rdb, "other", WindowOptions{EventsPerBucket: 10, Bucket: time.Hour, Span: time.Hour})).on(t)
+	before := dump(t, rdb)
+	for name, args := range map[string][]any{
+		"a TTL besides the expiry": with(4, "1000"),
+		"a negative ring length":   with(5, "-1"),
+		"a ring length of a head":  with(5, "64"),
+		"a ring length too long":   with(5, fmt.Sprint(maxStringBytes+1)),
+		"settings of no header":    with(6, "x"),
+		"another window's":         with(6, other.settings[0]),
+		"an expiry of 0":           with(7, "0"),
+		"an expiry not a number":   with(7, "soon"),
+		"a negative settings TTL":  with(8, "-1"),
+		"no settings TTL":          good[:8],
+	} {
+		err := restoreScript.Run(ctx, rdb, keys, args...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), "RBLOOM_ARGS") {
+			t.Errorf("%s: %v, want RBLOOM_ARGS", name, err)
+		}
+	}
+	if after := dump(t, rdb); !mapsEqual(after, before) {
+		t.Fatal("a refused call of restore.lua wrote")
+	}
+	if got := must(restoreScript.Run(ctx, rdb, keys, good...).Text()).on(t); got != restoreOK {
+		t.Fatalf("install = %q, want %q", got, restoreOK)
+	}
+}
