@@ -36,15 +36,19 @@ import (
 // than that of a filter, however big.
 
 const (
-	dumpMagic     = "RBLMDUMP"
-	dumpVersion   = 1
-	dumpHeadSize  = len(dumpMagic) + 4 + headerSize + 4 // 80
-	sectionMagic  = "PART"
-	sectionSize   = len(sectionMagic) + 4 + 8 + 8 + 4 // 28
-	trailerMagic  = "DONE"
-	trailerSize   = len(trailerMagic) + 4 + 8 + 4 // 20
-	dumpChunk     = 1 << 20                       // bytes per GETRANGE or SETRANGE
-	dumpRoundTrip = 8                             // chunks per pipeline
+	dumpMagic   = "RBLMDUMP"
+	dumpVersion = 1 // a filter's dump
+	// windowDumpVersion is a window's dump (window_dump.go): a reader
+	// that knows only version 1 refuses it rather than take its rings
+	// for a filter's slots.
+	windowDumpVersion = 2
+	dumpHeadSize      = len(dumpMagic) + 4 + headerSize + 4 // 80
+	sectionMagic      = "PART"
+	sectionSize       = len(sectionMagic) + 4 + 8 + 8 + 4 // 28
+	trailerMagic      = "DONE"
+	trailerSize       = len(trailerMagic) + 4 + 8 + 4 // 20
+	dumpChunk         = 1 << 20                       // bytes per GETRANGE or SETRANGE
+	dumpRoundTrip     = 8                             // chunks per pipeline
 	// dumpKeyLife is the TTL of a dump's snapshot and of a restore's
 	// staging keys, renewed while they are in use: a process that dies
 	// leaves them for at most that long.
@@ -116,28 +120,37 @@ func newToken() string {
 func snapshotKey(key, token string) string { return key + ":dump:" + token }
 
 func (f *filter) dump(ctx context.Context, w io.Writer) (int64, error) {
-	d := &dumpWriter{w: w, crc: crc32.New(castagnoli)}
 	head, err := f.storedHeader(ctx)
 	if err != nil {
 		return 0, err
 	}
+	token := newToken()
+	return writeDump(w, dumpVersion, head.encode(), nil, len(f.parts), func(d *dumpWriter, p int) error {
+		return f.dumpPartition(ctx, d, p, token)
+	})
+}
+
+// writeDump writes a dump of the given version to w: the file header
+// with head, the bytes of more (a window's block), the section of each
+// of the parts partitions, which section writes, and the trailer.
+func writeDump(w io.Writer, version uint32, head string, more []byte, parts int, section func(d *dumpWriter, p int) error) (int64, error) {
+	d := &dumpWriter{w: w, crc: crc32.New(castagnoli)}
 	var fh [dumpHeadSize]byte
 	copy(fh[:], dumpMagic)
-	binary.BigEndian.PutUint32(fh[8:], dumpVersion)
-	copy(fh[12:], head.encode())
+	binary.BigEndian.PutUint32(fh[8:], version)
+	copy(fh[12:], head)
 	binary.BigEndian.PutUint32(fh[76:], crc32.Checksum(fh[:76], castagnoli))
-	if _, err := d.Write(fh[:]); err != nil {
+	if _, err := d.Write(append(fh[:], more...)); err != nil {
 		return d.n, err
 	}
-	token := newToken()
-	for p := range f.parts {
-		if err := f.dumpPartition(ctx, d, p, token); err != nil {
+	for p := range parts {
+		if err := section(d, p); err != nil {
 			return d.n, err
 		}
 	}
 	var tr [trailerSize]byte
 	copy(tr[:], trailerMagic)
-	binary.BigEndian.PutUint32(tr[4:], uint32(len(f.parts)))
+	binary.BigEndian.PutUint32(tr[4:], uint32(parts))
 	binary.BigEndian.PutUint64(tr[8:], uint64(d.n))
 	d.crc.Write(tr[:16])
 	binary.BigEndian.PutUint32(tr[16:], d.crc.Sum32())
@@ -189,29 +202,17 @@ func (f *filter) storedHeader(ctx context.Context) (header, error) {
 func (f *filter) dumpPartition(ctx context.Context, d *dumpWriter, p int, token string) error {
 	key := f.parts[p].key
 	snap := snapshotKey(key, token)
-	defer func() { // done, or given up
-		pipe := f.rdb.Pipeline()
-		pipe.Del(context.WithoutCancel(ctx), snap)
-		_, _ = pipe.Exec(context.WithoutCancel(ctx)) // else it expires
-	}()
-	tx := f.rdb.TxPipeline()
-	copied := tx.Copy(ctx, key, snap, 0, true)
-	tx.PExpire(ctx, snap, dumpKeyLife)
-	head := tx.GetRange(ctx, snap, 0, headerSize-1)
-	size := tx.StrLen(ctx, snap)
-	if _, err := tx.Exec(ctx); err != nil {
-		if cerr := copied.Err(); cerr != nil {
-			err = cerr // the cause, not EXECABORT
-		}
-		if redis.HasErrorPrefix(err, "ERR unknown command") {
-			return failf(ErrUnsupported, "%s: COPY (Redis 6.2 or later, or Valkey) is needed to read a partition at one moment", key)
-		}
-		if redis.HasErrorPrefix(err, "WRONGTYPE") {
-			return anotherType(key)
-		}
-		return fmt.Errorf("%s: copying it for a consistent read: %w", key, err)
+	defer dropSnapshot(ctx, f.rdb, snap)
+	var head *redis.StringCmd
+	var size *redis.IntCmd
+	copied, err := snapshot(ctx, f.rdb, key, snap, func(tx redis.Pipeliner) {
+		head = tx.GetRange(ctx, snap, 0, headerSize-1)
+		size = tx.StrLen(ctx, snap)
+	})
+	if err != nil {
+		return err
 	}
-	if copied.Val() == 0 {
+	if !copied {
 		return failf(ErrDamaged, "%s: %s is missing", f.name, key)
 	}
 	if err := f.check(p, head.Val(), size.Val()); err != nil {
@@ -221,11 +222,47 @@ func (f *filter) dumpPartition(ctx context.Context, d *dumpWriter, p int, token 
 		return f.loadingErr(p)
 	}
 	h, _ := parseHeader(head.Val()) // check parsed it
+	return writeSection(ctx, f.rdb, d, p, key, snap, h.items, size.Val()-headerSize)
+}
+
+// snapshot copies key to snap in one transaction, with what more queues
+// after the copy (reads of snap, and of keys of its slot), and reports
+// whether key existed.
+func snapshot(ctx context.Context, rdb Client, key, snap string, more func(tx redis.Pipeliner)) (bool, error) {
+	tx := rdb.TxPipeline()
+	copied := tx.Copy(ctx, key, snap, 0, true)
+	tx.PExpire(ctx, snap, dumpKeyLife)
+	more(tx)
+	if _, err := tx.Exec(ctx); err != nil && err != redis.Nil {
+		if cerr := copied.Err(); cerr != nil {
+			err = cerr // the cause, not EXECABORT
+		}
+		if redis.HasErrorPrefix(err, "ERR unknown command") {
+			return false, failf(ErrUnsupported, "%s: COPY (Redis 6.2 or later, or Valkey) is needed to read a partition at one moment", key)
+		}
+		if redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return false, anotherType(key)
+		}
+		return false, fmt.Errorf("%s: copying it for a consistent read: %w", key, err)
+	}
+	return copied.Val() == 1, nil
+}
+
+// dropSnapshot deletes a snapshot, whatever ctx: done, or given up.
+func dropSnapshot(ctx context.Context, rdb Client, snap string) {
+	pipe := rdb.Pipeline()
+	pipe.Del(context.WithoutCancel(ctx), snap)
+	_, _ = pipe.Exec(context.WithoutCancel(ctx)) // else it expires
+}
+
+// writeSection writes the section of partition p, whose string at key was
+// copied to snap: its head (items, n), the n bytes of snap after its
+// header, read in chunks, and their CRC.
+func writeSection(ctx context.Context, rdb Client, d *dumpWriter, p int, key, snap string, items, n int64) error {
 	var sec [sectionSize]byte
 	copy(sec[:], sectionMagic)
 	binary.BigEndian.PutUint32(sec[4:], uint32(p))
-	binary.BigEndian.PutUint64(sec[8:], uint64(h.items))
-	n := size.Val() - headerSize
+	binary.BigEndian.PutUint64(sec[8:], uint64(items))
 	binary.BigEndian.PutUint64(sec[16:], uint64(n))
 	binary.BigEndian.PutUint32(sec[24:], crc32.Checksum(sec[:24], castagnoli))
 	if _, err := d.Write(sec[:]); err != nil {
@@ -233,7 +270,7 @@ func (f *filter) dumpPartition(ctx context.Context, d *dumpWriter, p int, token 
 	}
 	crc := crc32.New(castagnoli)
 	for off := int64(0); off < n; {
-		pipe := f.rdb.Pipeline()
+		pipe := rdb.Pipeline()
 		var reads []*redis.StringCmd
 		var want []int64
 		for i := 0; i < dumpRoundTrip && off < n; i++ {

@@ -158,9 +158,10 @@ func asFilter(f *filter) Filter {
 
 // dumpReader reads a dump, keeping the count and the CRC of its bytes.
 type dumpReader struct {
-	r   io.Reader
-	n   int64
-	crc hash.Hash32
+	r       io.Reader
+	n       int64
+	crc     hash.Hash32
+	version uint32 // dumpVersion or windowDumpVersion, once header has read it
 }
 
 // full fills b from the dump.
@@ -182,7 +183,8 @@ func (d *dumpReader) bad(format string, args ...any) error {
 	return failf(ErrBadDump, "%s (at byte %d)", fmt.Sprintf(format, args...), d.n)
 }
 
-// header reads and checks the file header and returns the filter's.
+// header reads and checks the file header and returns the filter's (a
+// window's: its generations'); the dump version read is d.version.
 func (d *dumpReader) header() (header, error) {
 	var b [dumpHeadSize]byte
 	if err := d.full(b[:]); err != nil {
@@ -191,8 +193,9 @@ func (d *dumpReader) header() (header, error) {
 	if string(b[:len(dumpMagic)]) != dumpMagic {
 		return header{}, d.bad("it does not start with %q", dumpMagic)
 	}
-	if v := binary.BigEndian.Uint32(b[8:]); v != dumpVersion {
-		return header{}, d.bad("dump version %d, this library reads version %d", v, dumpVersion)
+	d.version = binary.BigEndian.Uint32(b[8:])
+	if d.version != dumpVersion && d.version != windowDumpVersion {
+		return header{}, d.bad("dump version %d, this library reads versions %d and %d", d.version, dumpVersion, windowDumpVersion)
 	}
 	if crc32.Checksum(b[:76], castagnoli) != binary.BigEndian.Uint32(b[76:]) {
 		return header{}, d.bad("the checksum of its header does not match")
@@ -215,27 +218,29 @@ func (d *dumpReader) header() (header, error) {
 }
 
 // section reads and checks the head of partition p's section and returns
-// the partition's item count.
-func (d *dumpReader) section(h header, p int) (int64, error) {
+// the partition's item count and n, the bytes that follow: want, or 0
+// where none is allowed (a window partition without a ring).
+func (d *dumpReader) section(p int, want int64, none bool) (items, n int64, err error) {
 	var b [sectionSize]byte
 	if err := d.full(b[:]); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	n = int64(binary.BigEndian.Uint64(b[16:]))
 	switch {
 	case string(b[:4]) != sectionMagic:
-		return 0, d.bad("partition %d's section does not start with %q", p, sectionMagic)
+		return 0, 0, d.bad("partition %d's section does not start with %q", p, sectionMagic)
 	case crc32.Checksum(b[:24], castagnoli) != binary.BigEndian.Uint32(b[24:]):
-		return 0, d.bad("the checksum of partition %d's section head does not match", p)
+		return 0, 0, d.bad("the checksum of partition %d's section head does not match", p)
 	case binary.BigEndian.Uint32(b[4:]) != uint32(p):
-		return 0, d.bad("section of partition %d where %d was due", binary.BigEndian.Uint32(b[4:]), p)
-	case int64(binary.BigEndian.Uint64(b[16:])) != h.size()-headerSize:
-		return 0, d.bad("partition %d holds %d bytes of slots, its header says %d", p, binary.BigEndian.Uint64(b[16:]), h.size()-headerSize)
+		return 0, 0, d.bad("section of partition %d where %d was due", binary.BigEndian.Uint32(b[4:]), p)
+	case n != want && !(none && n == 0):
+		return 0, 0, d.bad("partition %d holds %d bytes of slots, its header says %d", p, n, want)
 	}
-	items := int64(binary.BigEndian.Uint64(b[8:]))
+	items = int64(binary.BigEndian.Uint64(b[8:]))
 	if items < 0 || items >= maxPartitionItems {
-		return 0, d.bad("partition %d holds %d items, outside 0..2^53-1", p, items)
+		return 0, 0, d.bad("partition %d holds %d items, outside 0..2^53-1", p, items)
 	}
-	return items, nil
+	return items, n, nil
 }
 
 // maxPartitionItems bounds a restored partition's item count: the sum of
@@ -280,6 +285,17 @@ type restorer struct {
 	token string
 	inc   string // the restored filter's incarnation
 	heads []string
+	// replace deletes what a restore over the name replaces, once it
+	// holds the lock (filter.replace, Window.drop).
+	replace func(context.Context) error
+
+	// w is the window restored (window_dump.go); nil for a filter. Its
+	// partitions are rings, with settings; sizes[p] is the length of
+	// partition p's ring, 0 for none, and ringAt[p] the time its ring
+	// expires, read at the install.
+	w      *Window
+	sizes  []int64
+	ringAt []int64
 
 	locked bool // whether it holds the name's restore lock
 
@@ -301,6 +317,9 @@ func restore(ctx context.Context, rdb Client, name string, o Options, r io.Reade
 	h, err := d.header()
 	if err != nil {
 		return nil, err
+	}
+	if d.version == windowDumpVersion {
+		return nil, d.bad("it is a window's dump: RestoreWindow (rbloom restore) restores it")
 	}
 	if o.Partitions != 0 && o.Partitions != int(h.partitions) {
 		return nil, failf(ErrInvalidOptions, "Partitions = %d: the dump has %d partitions, and a Bloom filter's slots cannot be moved to another number of them (an item's partition and its slots there are both functions of P: only its items could place it again); restore with %d, then Resize from the source",
@@ -326,9 +345,26 @@ func restore(ctx context.Context, rdb Client, name string, o Options, r io.Reade
 			return nil, failf(ErrExists, "%s: %s exists (RestoreReplace, or rbloom restore --replace, replaces it)", name, f.parts[0].key)
 		}
 	}
-	rs := &restorer{f: f, token: newToken(), inc: randomIncarnation()}
+	rs := &restorer{f: f, token: newToken(), inc: randomIncarnation(), replace: f.replace}
+	if err := rs.run(ctx, d, replace); err != nil {
+		return nil, err
+	}
+	// Its incarnation is the filter's now: a load after a loss keeps it
+	// (incarnation.go). The restore stands without it.
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreFinishTimeout)
+	defer cancel()
+	_ = f.keepIncarnation(kctx, rs.inc)
+	return f, nil
+}
+
+// run stages the dump read by d, whose file header has been read, and,
+// once the whole dump has been read and checked, takes the name's lock,
+// deletes what it replaces (when replace), and installs and opens it;
+// or undoes what it wrote.
+func (rs *restorer) run(ctx context.Context, d *dumpReader, replace bool) error {
+	f := rs.f
 	stop := rs.renew(ctx)
-	err = rs.stage(ctx, d)
+	err := rs.stage(ctx, d)
 	if err == nil {
 		err = d.trailer(len(f.parts))
 	}
@@ -337,11 +373,11 @@ func restore(ctx context.Context, rdb Client, name string, o Options, r io.Reade
 	}
 	defer rs.unlock(ctx)
 	if err == nil && replace {
-		err = f.replace(ctx)
+		err = rs.replace(ctx)
 	}
 	stop()
 	if err != nil {
-		return nil, rs.abort(ctx, err, false)
+		return rs.abort(ctx, err, false)
 	}
 	// Once an install is sent, the restore is completed or undone
 	// whatever the caller's context: a deadline must not leave the
@@ -349,17 +385,19 @@ func restore(ctx context.Context, rdb Client, name string, o Options, r io.Reade
 	// that was opened.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreFinishTimeout)
 	defer cancel()
-	err = rs.step(fctx, "install")
+	if rs.w != nil {
+		err = rs.ringExpiries(fctx)
+	}
+	if err == nil {
+		err = rs.step(fctx, "install")
+	}
 	if err == nil {
 		err = rs.step(fctx, "open")
 	}
 	if err != nil {
-		return nil, rs.abort(ctx, err, true)
+		return rs.abort(ctx, err, true)
 	}
-	// Its incarnation is the filter's now: a load after a loss keeps it
-	// (incarnation.go). The restore stands without it.
-	_ = f.keepIncarnation(fctx, rs.inc)
-	return f, nil
+	return nil
 }
 
 // restoreFinishTimeout bounds a restore's install and open, and the undo
@@ -422,9 +460,8 @@ func (rs *restorer) stage(ctx context.Context, d *dumpReader) error {
 	for i := range bufs {
 		bufs[i] = make([]byte, dumpChunk)
 	}
-	n := f.h.size() - headerSize
 	for p, part := range f.parts {
-		items, err := d.section(f.h, p)
+		items, n, err := d.section(p, rs.size(p)-headerSize, rs.w != nil)
 		if err != nil {
 			return err
 		}
@@ -432,14 +469,24 @@ func (rs *restorer) stage(ctx context.Context, d *dumpReader) error {
 		binary.BigEndian.PutUint64(head[itemsByte:], uint64(items))
 		head[markByte] = markLoad
 		rs.heads = append(rs.heads, string(head))
-		staging := stagingKey(part.key, rs.token)
+		if rs.w != nil {
+			rs.sizes = append(rs.sizes, min(n, 1)*rs.size(p)) // 0: no ring
+		}
+		if n == 0 {
+			if err := d.sectionEnd(p, crc32.New(castagnoli)); err != nil {
+				return err
+			}
+			continue
+		}
+		key := rs.key(p)
+		staging := stagingKey(key, rs.token)
 		rs.mu.Lock()
 		rs.staged = append(rs.staged, staging)
 		rs.mu.Unlock()
 		pipe := f.rdb.Pipeline()
 		pipe.Set(ctx, staging, head, dumpKeyLife)
 		if _, err := pipe.Exec(ctx); err != nil {
-			return fmt.Errorf("%s: staging it at %s: %w", part.key, staging, err)
+			return fmt.Errorf("%s: staging it at %s: %w", key, staging, err)
 		}
 		crc := crc32.New(castagnoli)
 		for off := int64(0); off < n; {
@@ -449,6 +496,14 @@ func (rs *restorer) stage(ctx context.Context, d *dumpReader) error {
 				b := bufs[i][:min(dumpChunk, n-off)]
 				if err := d.full(b); err != nil {
 					return err
+				}
+				if off == 0 && rs.w != nil {
+					// The ring's state, checked as window.lua checks it:
+					// a dump whose checksums a forger made right must
+					// not install a ring no call can use.
+					if err := rs.w.checkDumpedState(p, string(head)+string(b)); err != nil {
+						return d.bad("partition %d: %v", p, err)
+					}
 				}
 				crc.Write(b)
 				chunks = append(chunks, b)
@@ -465,19 +520,45 @@ func (rs *restorer) stage(ctx context.Context, d *dumpReader) error {
 				at += int64(len(b))
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
-				return fmt.Errorf("%s: staging it at %s: %w", part.key, staging, err)
+				return fmt.Errorf("%s: staging it at %s: %w", key, staging, err)
 			}
 		}
-		sum := crc.Sum32()
-		var b [4]byte
-		if err := d.full(b[:]); err != nil {
+		if err := d.sectionEnd(p, crc); err != nil {
 			return err
-		}
-		if binary.BigEndian.Uint32(b[:]) != sum {
-			return d.bad("the checksum of partition %d's slots does not match", p)
 		}
 	}
 	return nil
+}
+
+// sectionEnd reads the checksum that ends partition p's section and
+// compares it with crc, that of the bytes read.
+func (d *dumpReader) sectionEnd(p int, crc hash.Hash32) error {
+	sum := crc.Sum32()
+	var b [4]byte
+	if err := d.full(b[:]); err != nil {
+		return err
+	}
+	if binary.BigEndian.Uint32(b[:]) != sum {
+		return d.bad("the checksum of partition %d's slots does not match", p)
+	}
+	return nil
+}
+
+// key is the key that partition p is restored to: the filter's
+// partition, or the window's ring.
+func (rs *restorer) key(p int) string {
+	if rs.w != nil {
+		return rs.w.ringKey(p)
+	}
+	return rs.f.parts[p].key
+}
+
+// size is the length of the string restored to partition p's key.
+func (rs *restorer) size(p int) int64 {
+	if rs.w != nil {
+		return rs.w.r.size
+	}
+	return rs.f.h.size()
 }
 
 // renew renews the staging keys every third of their life until the
@@ -529,14 +610,31 @@ func (f *filter) replace(ctx context.Context) error {
 	return nil
 }
 
-// step runs restore.lua's step on every partition, in one round trip,
-// and turns the first refusal into its error.
+// step runs restore.lua's step on every partition, in one round trip
+// (a window's in two: its root's install first and its open last, so
+// that the root's ring, which every read of the window reads, refuses
+// them while the others are not all open), and turns the first refusal
+// into its error.
 func (rs *restorer) step(ctx context.Context, step string) error {
-	all := make([]int, len(rs.f.parts))
-	for p := range all {
-		all[p] = p
+	var first, then []int
+	for p := range rs.f.parts {
+		if rs.w != nil && step != "abort" && p == rs.w.root {
+			then = append(then, p)
+		} else {
+			first = append(first, p)
+		}
 	}
-	return rs.stepOn(ctx, step, all)
+	if step == "install" {
+		first, then = then, first
+	}
+	for _, ps := range [][]int{first, then} {
+		if len(ps) > 0 {
+			if err := rs.stepOn(ctx, step, ps); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // stepOn is step on the partitions ps only.
@@ -546,10 +644,13 @@ func (rs *restorer) stepOn(ctx context.Context, step string, ps []int) error {
 	ttl := strconv.FormatInt(f.ttl.Milliseconds(), 10)
 	calls := make([]scriptCall, len(ps))
 	for i, p := range ps {
-		part := f.parts[p]
+		key := rs.key(p)
 		calls[i] = scriptCall{
-			keys: []string{part.key, stagingKey(part.key, rs.token), leaseKey(part.key)},
+			keys: []string{key, stagingKey(key, rs.token), leaseKey(key)},
 			args: []any{rs.heads[p], step, rs.token, lease, ttl},
+		}
+		if rs.w != nil {
+			calls[i] = rs.w.restoreCall(calls[i], p, rs.sizes[p], rs.ringAt)
 		}
 	}
 	replies, err := runScripts(ctx, f.rdb, restoreScript, false, calls, f.repl)
@@ -560,7 +661,7 @@ func (rs *restorer) stepOn(ctx context.Context, step string, ps []int) error {
 	first := ""
 	for i, reply := range replies {
 		if reply != restoreOK {
-			refused = append(refused, f.parts[ps[i]].key)
+			refused = append(refused, rs.key(ps[i]))
 			first = cmp.Or(first, reply)
 		}
 	}
@@ -585,6 +686,11 @@ func (rs *restorer) abort(ctx context.Context, err error, installing bool) error
 	defer cancel()
 	for len(rs.heads) < len(rs.f.parts) {
 		rs.heads = append(rs.heads, withIncarnation(rs.f.parts[len(rs.heads)].head, rs.inc)) // never staged
+	}
+	if rs.w != nil {
+		for len(rs.sizes) < len(rs.f.parts) {
+			rs.sizes = append(rs.sizes, rs.size(len(rs.sizes)))
+		}
 	}
 	for p := range rs.heads {
 		h := []byte(rs.heads[p])

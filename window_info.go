@@ -46,11 +46,7 @@ func (w *Window) info(ctx context.Context) (*WindowInfo, error) {
 	f := w.f
 	in := &WindowInfo{Name: f.name, Bucket: w.bucket, Slots: f.h.m * uint64(len(f.parts)), Hashes: f.h.k, ErrorRate: f.h.errorRate}
 	every := func(int) bool { return true }
-	units, err := w.readUnits(ctx, make([][]int, len(f.parts)), every, 1, func(redis.Pipeliner, *ringUnit) {})
-	if err != nil {
-		return nil, callError("window info", err)
-	}
-	checks, err := w.check(ctx, units)
+	units, checks, err := w.readUnits(ctx, make([][]int, len(f.parts)), every, 1, func(redis.Pipeliner, *ringUnit) {})
 	if err != nil {
 		return nil, callError("window info", err)
 	}

@@ -68,14 +68,14 @@ func (w *Window) create(ctx context.Context, makeWindow bool) error {
 		return failf(ErrParamsMismatch, "%s holds other settings than this handle's", w.settingsKey(w.root))
 	}
 	rootLives := rings[w.root].Val() > 0
-	if err := w.lost(ctx, rootLives, missing); err != nil {
+	if err := w.lost(ctx, rootLives, missing); err != nil && !errors.Is(err, errRingAppeared) {
 		return err
 	}
 	if !rootLives && rootSettings.Err() == redis.Nil {
 		// Rings left by calls during a Drop become the new window's: to
 		// delete them would race with another process making it, whose
 		// rings they may be by then.
-		if err := w.rootLost(ctx); err != nil && !errors.Is(err, errDropped) {
+		if err := w.rootLost(ctx); err != nil && !errors.Is(err, errDropped) && !errors.Is(err, errRingAppeared) {
 			return err
 		}
 		if !makeWindow {
@@ -115,7 +115,8 @@ func (w *Window) create(ctx context.Context, makeWindow bool) error {
 
 // lost returns ErrDamaged when a ring of the partitions missing is still
 // missing while the root's lives (rootLives, read before), unless its
-// settings say it expired: as said on create, it was lost. They are looked
+// settings say it expired: as said on create, it was lost; and
+// errRingAppeared when one of them exists now. They are looked
 // at again after the root, since the root is made last and the reads of
 // both were not ordered.
 func (w *Window) lost(ctx context.Context, rootLives bool, missing []int) error {
@@ -137,8 +138,10 @@ func (w *Window) lost(ctx context.Context, rootLives bool, missing []int) error 
 	if w.clock != nil {
 		nowMS = w.clock()
 	}
+	appeared := false
 	for i, e := range exists {
 		if e.Val() > 0 {
+			appeared = true
 			continue
 		}
 		if t, err := strconv.ParseInt(until[i].Val(), 10, 64); err == nil && t <= nowMS {
@@ -146,10 +149,14 @@ func (w *Window) lost(ctx context.Context, rootLives bool, missing []int) error 
 		}
 		return failf(ErrDamaged, "%s: %s is gone while the root partition's ring lives: its events cannot be told from new ones", w.f.name, w.ringKey(missing[i]))
 	}
+	if appeared {
+		return errRingAppeared
+	}
 	return nil
 }
 
-// rootLost returns ErrDamaged when the root's ring and settings are both
+// rootLost returns errRingAppeared when the root's ring, read missing,
+// exists now, and ErrDamaged when the root's ring and settings are both
 // missing while another partition's ring lives: they were lost (evicted,
 // deleted, a master's data), not expired, and a new root would answer its
 // share of the held events new. The root's settings outlive every ring of
@@ -179,7 +186,10 @@ func (w *Window) rootLost(ctx context.Context) error {
 	if err := execAll(ctx, pipe); err != nil {
 		return err
 	}
-	if ring.Val() > 0 || settings.Val()[0] != nil {
+	if ring.Val() > 0 {
+		return errRingAppeared
+	}
+	if settings.Val()[0] != nil {
 		return nil
 	}
 	if settings.Val()[1] != nil {
@@ -210,12 +220,12 @@ func execAll(ctx context.Context, pipe redis.Pipeliner) error {
 // Drop deletes the window from Redis: its rings and settings, the root
 // partition's last (Window.root): while the root lives, a call finding
 // another partition gone fails with ErrDamaged rather than make it again;
-// once the root is gone, the next call makes a new window, whose rings
-// have another incarnation: the operation ids of the dropped one are not
-// replayed. It deletes the partitions of every number of partitions the
-// window may have: this handle's, and the one the stored headers state
-// (storedPartitions), so that a handle with another Partitions drops it
-// whole. (Rings it left would outlive the
+// once the root is gone, calls fail with ErrNotFound until Create makes
+// a new window, whose rings have another incarnation: the operation ids
+// of the dropped one are not replayed. It deletes the partitions of every
+// number of partitions the window may have: this handle's, and the one
+// the stored headers state (storedPartitions), so that a handle with
+// another Partitions drops it whole. (Rings it left would outlive the
 // root's settings and make the window made again ErrDamaged, rootLost.)
 func (w *Window) Drop(ctx context.Context) error {
 	return observeErr(ctx, w.f.obs, w.callOf("Drop", 0), w.drop)

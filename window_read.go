@@ -158,6 +158,11 @@ func (w *Window) state(p int, rr ringRead) (st ringState, nowMS int64, ok bool, 
 		}
 		return st, nowMS, false, nil
 	}
+	if len(head) > markByte && head[markByte] == markLoad {
+		// Installed by a restore and not yet open (window_dump.go): its
+		// settings come at the open.
+		return st, 0, false, failf(ErrLoading, "%s: %s is being restored: ask again once the restore is over", w.f.name, key)
+	}
 	if _, isStr := vals[0].(string); !isStr {
 		// As window.lua: the settings outlive the ring.
 		return st, 0, false, failf(ErrDamaged, "%s lives and %s is gone: which window it holds is not known", key, w.settingsKey(p))
@@ -261,13 +266,9 @@ func (w *Window) readWords(ctx context.Context, pl placement, want []bool, from,
 	}
 	per := (to - from) * len(w.r.fields()) // fields read of an event
 	isRoot := func(p int) bool { return p == w.root }
-	units, err := w.readUnits(ctx, groups, isRoot, per, func(pipe redis.Pipeliner, u *ringUnit) {
+	units, checks, err := w.readUnits(ctx, groups, isRoot, per, func(pipe redis.Pipeliner, u *ringUnit) {
 		u.words = w.queueWords(ctx, pipe, pl, u, from, to)
 	})
-	if err != nil {
-		return nil, err
-	}
-	checks, err := w.check(ctx, units)
 	if err != nil {
 		return nil, err
 	}
@@ -307,8 +308,10 @@ type ringUnit struct {
 
 // readUnits reads the rings of the partitions of groups' events (and of
 // those always says, with none), a unit of at most maxWindowWords words
-// of per fields an event each, what more queues after each ring's head.
-func (w *Window) readUnits(ctx context.Context, groups [][]int, always func(p int) bool, per int, more func(redis.Pipeliner, *ringUnit)) ([]*ringUnit, error) {
+// of per fields an event each, what more queues after each ring's head,
+// and checks them (check), reading again while a ring read missing
+// appeared meanwhile.
+func (w *Window) readUnits(ctx context.Context, groups [][]int, always func(p int) bool, per int, more func(redis.Pipeliner, *ringUnit)) ([]*ringUnit, []ringCheck, error) {
 	var units []*ringUnit
 	txs := unitsOf(groups, max(1, maxWindowWords/per), always, func(p int, events []int) txUnit {
 		u := &ringUnit{p: p, events: events}
@@ -317,15 +320,18 @@ func (w *Window) readUnits(ctx context.Context, groups [][]int, always func(p in
 			u.head = w.readRing(ctx, pipe, p, func() { more(pipe, u) })
 		}}
 	})
+	var checks []ringCheck
 	settled := func() error {
 		for _, u := range units {
 			if err := u.head.settled(); err != nil {
 				return err
 			}
 		}
-		return nil
+		var err error
+		checks, err = w.check(ctx, units)
+		return err
 	}
-	return units, w.readRings(ctx, txs, maxWindowWords, settled)
+	return units, checks, w.readRings(ctx, txs, maxWindowWords, settled)
 }
 
 // queueWords queues one BITFIELD_RO of the words from .. to-1 of u's
@@ -370,11 +376,15 @@ type ringCheck struct {
 // check checks the rings that units read as every call does: a ring
 // damaged, missing before its time (state), or lost while the root lives
 // (lost), or a root lost beside other rings (rootLost), fails, and a
-// window without the root's settings is not found.
+// window without the root's settings is not found. A ring read missing
+// that exists by the end of the reads (the units' pipelines are not one
+// moment: one may have read before a window was made or restored,
+// another after) gives errSettingsMoved, for the reads to go again: its
+// events, read as absent, may be held.
 func (w *Window) check(ctx context.Context, units []*ringUnit) ([]ringCheck, error) {
 	checks := make([]ringCheck, len(units))
 	var missing []int
-	rootLives, rootSettings := false, false
+	rootLives, rootMissing, rootSettings := false, false, false
 	for i, u := range units {
 		st, nowMS, ok, err := w.state(u.p, u.head)
 		if err != nil {
@@ -388,22 +398,39 @@ func (w *Window) check(ctx context.Context, units []*ringUnit) ([]ringCheck, err
 		}
 		switch {
 		case u.p == w.root:
-			rootLives = rootLives || ok
+			rootLives, rootMissing = rootLives || ok, rootMissing || !ok
 			rootSettings = rootSettings || u.head.hasSettings()
 		case !ok && !slices.Contains(missing, u.p):
 			missing = append(missing, u.p)
 		}
 	}
+	if rootLives && rootMissing {
+		return nil, errSettingsMoved
+	}
 	if err := w.lost(ctx, rootLives, missing); err != nil {
-		return nil, err
+		return nil, ringAppeared(err)
 	}
 	if !rootSettings { // and no root ring: state refuses one without them
 		if err := w.rootLost(ctx); err != nil && !errors.Is(err, errDropped) {
-			return nil, err
+			return nil, ringAppeared(err)
 		}
 		return nil, w.notFound()
 	}
 	return checks, nil
+}
+
+// errRingAppeared is lost's and rootLost's answer when a ring read missing
+// exists now: create goes on (another process made it), check reads
+// again (ringAppeared).
+var errRingAppeared = errors.New("rbloom: a window's ring read missing exists now")
+
+// ringAppeared is err, or errSettingsMoved for errRingAppeared: the reads
+// go again.
+func ringAppeared(err error) error {
+	if errors.Is(err, errRingAppeared) {
+		return errSettingsMoved
+	}
+	return err
 }
 
 // preReadWords is how many of an event's words preRead reads of every

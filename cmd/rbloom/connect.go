@@ -26,9 +26,10 @@ func (c *cli) connect(ctx context.Context, command string) error {
 		if c.cluster {
 			return errors.New("--cluster needs a URL: give -u or set REDIS_URL")
 		}
-		if command == "create" || command == "restore" {
-			// A filter made there would be gone before anyone could use it.
-			return fmt.Errorf("%s: no -u or REDIS_URL: the filter would be made in an in-memory Redis and vanish when rbloom exits; point rbloom at a real Redis with -u redis://host:port or REDIS_URL", command)
+		if command == "create" || command == "restore" || command == "window --create" {
+			// A filter or window made there would be gone before anyone
+			// could use it.
+			return fmt.Errorf("%s: no -u or REDIS_URL: it would be made in an in-memory Redis and vanish when rbloom exits; point rbloom at a real Redis with -u redis://host:port or REDIS_URL", command)
 		}
 		if command != "demo" {
 			fmt.Fprintln(c.stderr, "rbloom: no -u or REDIS_URL: using an empty in-memory Redis that is gone when rbloom exits (only useful for demo)")

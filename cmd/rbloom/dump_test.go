@@ -60,11 +60,53 @@ func TestDumpRestore(t *testing.T) {
 	// Not into a Redis that vanishes with the command.
 	rb(t, "", "", "restore", "copy", file).fails(t, "restore: no -u or REDIS_URL")
 
-	// Windows are not dumped; a missing filter is not found.
-	must(t, url, "window", "w", "--create", "--events", "100", "--bucket", "1h", "--span", "2h", "x")
-	rb(t, url, "", "dump", "w", file).fails(t, "w is a window")
+	// A missing filter is not found.
 	rb(t, url, "", "dump", "nothing", filepath.Join(dir, "nothing.dump")).fails(t, "filter not found")
 	if _, err := os.Stat(filepath.Join(dir, "nothing.dump")); err == nil {
 		t.Error("a failed dump left its file")
 	}
+}
+
+// TestDumpRestoreWindow: a window is dumped and restored by name, its
+// events seen after; --replace replaces a window, --ttl is refused.
+func TestDumpRestoreWindow(t *testing.T) {
+	url := "redis://" + rbloomtest.StartRedis(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "w.dump")
+	flags := []string{"--events", "100", "--bucket", "1h", "--span", "2h"}
+	window := func(name string, events ...string) []string {
+		return append(append([]string{"window", name}, flags...), events...)
+	}
+	must(t, url, window("w", "--create", "a", "b")...)
+	out := must(t, url, "dump", "w", file)
+	if !strings.HasPrefix(out, "dumped w to "+file+": ") {
+		t.Errorf("dump printed %q", out)
+	}
+	out = must(t, url, "restore", "w2", file)
+	if !strings.HasPrefix(out, "restored w2 (window) from "+file+": ") {
+		t.Errorf("restore printed %q", out)
+	}
+	rb(t, url, "", window("w2", "a", "b", "c")...).ok(t, "seen\ta\nseen\tb\nnew\tc\n")
+
+	rb(t, url, "", "restore", "w2", file).fails(t, "already exists", "--replace")
+	must(t, url, "restore", "w2", file, "--replace")
+	rb(t, url, "", window("w2", "a", "c")...).ok(t, "seen\ta\nnew\tc\n")
+	rb(t, url, "", "restore", "w3", file, "--ttl", "1h").fails(t, "--ttl", "holds a window")
+
+	// Through stdout and stdin.
+	dumped := rb(t, url, "", "dump", "w", "-")
+	if dumped.code != 0 || dumped.stderr != "" {
+		t.Fatalf("dump to stdout: %+v", dumped)
+	}
+	if r := rb(t, url, dumped.stdout, "restore", "piped", "-"); r.code != 0 {
+		t.Fatalf("restore from stdin: %+v", r)
+	}
+	rb(t, url, "", window("piped", "b")...).ok(t, "seen\tb\n")
+
+	// A damaged window dump is refused, nothing made.
+	b, _ := os.ReadFile(file)
+	b[len(b)/2] ^= 1
+	os.WriteFile(file, b, 0o600)
+	rb(t, url, "", "restore", "broken", file).fails(t, "not a sound rbloom dump", "checksum")
+	rb(t, url, "", window("broken", "a")...).fails(t, "no window")
 }

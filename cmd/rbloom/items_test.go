@@ -135,7 +135,7 @@ func TestWindowCommand(t *testing.T) {
 	t.Parallel()
 	u := miniURL(t)
 	flags := []string{"--events", "1e3", "--bucket", "1h", "--span", "24h"}
-	rb(t, u, "", append([]string{"window", "w"}, append(flags, "a")...)...).fails(t, "no window", "--create makes it")
+	rb(t, u, "", append([]string{"window", "w"}, append(flags, "a")...)...).fails(t, "no window", "Create makes it, empty (here: --create)")
 	rb(t, u, "", append([]string{"window", "w", "--create"}, append(flags, "a", "b", "a")...)...).ok(t, "new\ta\nnew\tb\nseen\ta\n")
 	rb(t, u, "b\nc\n", append([]string{"window", "w"}, flags...)...).ok(t, "seen\tb\nnew\tc\n")
 	r := rb(t, u, "", append([]string{"window", "w", "--info"}, flags...)...)

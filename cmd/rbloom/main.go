@@ -29,10 +29,10 @@
 //	rebuild NAME [FILE]   refill the filter from every item it should hold,
 //	                      while it keeps serving
 //
-//	dump NAME FILE        write the filter to FILE ("-": stdout), a portable
-//	                      dump that restore reads into any server
-//	restore NAME FILE     make the filter from a dump ("-": stdin); --replace
-//	                      replaces an existing one
+//	dump NAME FILE        write the filter or window to FILE ("-": stdout), a
+//	                      portable dump that restore reads into any server
+//	restore NAME FILE     make the filter or window from a dump ("-": stdin);
+//	                      --replace replaces an existing one
 //
 //	functions install     load this version's Redis function library (Redis 7,
 //	                      FUNCTION LOAD), on every master with --cluster, for
@@ -138,11 +138,12 @@ Bulk, one item per line of FILE or stdin; a progress bar on a terminal:
 
 Dumps, portable between servers (Redis, Valkey, a cluster); FILE "-" is
 stdout or stdin:
-  dump NAME FILE        write the filter to FILE, each partition as it was
-                        at one moment (COPY), while it keeps serving
-  restore NAME FILE     make the filter NAME from a dump; nothing is visible
-                        until the whole dump is read and checked; --replace
-                        replaces an existing filter, --ttl D expires it
+  dump NAME FILE        write the filter or window to FILE, each partition
+                        as it was at one moment (COPY), while it keeps serving
+  restore NAME FILE     make the filter or window NAME from a dump; nothing
+                        is visible until the whole dump is read and checked;
+                        --replace replaces an existing one, --ttl D expires
+                        a filter
 
 Following a PostgreSQL table (logical replication, each change once):
   sync ...              runs rbloom-sync (module github.com/rbloom/rbloom/pgsync,
@@ -377,7 +378,11 @@ func (c *cli) main(ctx context.Context, args []string) error {
 		return fmt.Errorf("%s: want %s, got %d arguments (run 'rbloom help %s')", name, strings.TrimSpace(name+" "+cmd.args), len(pos), name)
 	}
 	defer c.disconnect()
-	if err := c.connect(ctx, name); err != nil {
+	command := name
+	if f := fs.Lookup("create"); f != nil && f.Changed {
+		command += " --create" // makes a window, as create makes a filter
+	}
+	if err := c.connect(ctx, command); err != nil {
 		return err
 	}
 	if err := do(ctx, pos); err != nil {

@@ -216,8 +216,10 @@ func TestConnection(t *testing.T) {
 	}
 	// create refuses: its filter would be gone as soon as it is made.
 	rb(t, "", "", "create", "f", "--capacity", "100").fails(t,
-		"create: no -u or REDIS_URL: the filter would be made in an in-memory Redis and vanish when rbloom exits",
+		"create: no -u or REDIS_URL: it would be made in an in-memory Redis and vanish when rbloom exits",
 		"point rbloom at a real Redis with -u redis://host:port or REDIS_URL")
+	rb(t, "", "", "window", "w", "--create", "--events", "10", "--bucket", "1h", "--span", "1h", "x").fails(t,
+		"window --create: no -u or REDIS_URL: it would be made in an in-memory Redis")
 	rb(t, good, "", "create", "f", "--capacity", "100").ok(t, "f exists already: counting, m=959 k=7, for 100 items at error rate 1%, 560 B in Redis\n")
 	r = rb(t, "", "", "demo", "-n", "500")
 	if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "rbloom demo on in-memory Redis (set REDIS_URL to use a real one): 500 items") {

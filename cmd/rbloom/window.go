@@ -71,7 +71,7 @@ func runWindow(ctx context.Context, c *cli, w *rbloom.Window, args []string, inf
 // notFoundHint adds to a window's ErrNotFound the flag that makes it.
 func notFoundHint(err error) error {
 	if errors.Is(err, rbloom.ErrNotFound) {
-		return fmt.Errorf("%w (--create makes it, empty)", err)
+		return fmt.Errorf("%w (here: --create)", err)
 	}
 	return err
 }
