@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,14 +82,21 @@ func TestFigures(t *testing.T) {
 	} {
 		n := shape.fill()
 		s, _ := New(cfg)
-		start := time.Now()
+		var first time.Time // the first group applied: before it, the start and the server's decoding up to the backlog
+		s.applied = func([]time.Time) {
+			if first.IsZero() {
+				first = time.Now()
+			}
+		}
+		start, cpu := time.Now(), processCPU(t)
 		stop := runSync(t, s)
 		e.caughtUp(t, "items")
-		el := time.Since(start)
+		el, cpu := time.Since(start), processCPU(t)-cpu
 		stop()
 		e.checkEqual(t, "items")
-		t.Logf("saturation, %s: %d changes in %v: %.0f changes/s (Stats: %d applied in %d transactions)",
-			shape.name, n, el.Round(time.Millisecond), float64(n)/el.Seconds(), s.Stats().Applied, s.Stats().Transactions)
+		t.Logf("saturation, %s: %d changes in %v: %.0f changes/s; the first group applied after %v; this process's CPU time (the sync's) %v, %.1f µs a change (Stats: %d applied in %d transactions)",
+			shape.name, n, el.Round(time.Millisecond), float64(n)/el.Seconds(), first.Sub(start).Round(time.Millisecond),
+			cpu.Round(time.Millisecond), float64(cpu.Microseconds())/float64(n), s.Stats().Applied, s.Stats().Transactions)
 	}
 
 	// Lag at a steady 2,000 changes/s: inserts and deletes in transactions
@@ -216,6 +224,17 @@ func TestFigures(t *testing.T) {
 	st := s.Stats()
 	t.Logf("lag at %d changes/s, from commit to filter, after the first second: p50 %v, p99 %v, max %v (%d samples); in the first second at most %v; Stats: %.0f changes/s, last apply lag %v, retained WAL %d bytes",
 		rate, q(0.5), q(0.99), lags[len(lags)-1].Round(100*time.Microsecond), len(lags), warmup.Round(time.Millisecond), st.PerSecond, st.LastApplyLag.Round(time.Millisecond), st.RetainedWALBytes)
+}
+
+// processCPU is the CPU time this process has used: during a saturation
+// run, the sync's (and the test's wait for it), which the load of other
+// processes on the machine changes less than the run's duration.
+func processCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func must[T any](v T, err error) T {

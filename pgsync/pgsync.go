@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/rbloom/rbloom"
 	"github.com/redis/go-redis/v9"
 )
@@ -172,6 +173,10 @@ type Sync struct {
 	stats  Stats
 	rate   rateMeter
 	oldest time.Time // commit time of the oldest change being applied
+	// appliedLSN and serverLSN are Stats' AppliedLSN and ServerLSN, kept
+	// as numbers and formatted by Stats: the stream notes the server's
+	// position at every message it receives.
+	appliedLSN, serverLSN pglogrepl.LSN
 
 	// crash, when set (by tests), is called at each crash point; an
 	// error stops Run there, as if the process died.
@@ -289,6 +294,13 @@ func (s *Sync) Stats() Stats {
 	st.PerSecond = s.rate.perSecond(now)
 	if !s.oldest.IsZero() {
 		st.Lag = now.Sub(s.oldest)
+	}
+	if s.appliedLSN != 0 {
+		st.AppliedLSN = s.appliedLSN.String()
+	}
+	if s.serverLSN != 0 {
+		st.ServerLSN = s.serverLSN.String()
+		st.LagBytes = max(0, int64(s.serverLSN)-int64(s.appliedLSN))
 	}
 	return st
 }

@@ -210,7 +210,9 @@ func (s *Sync) follow(ctx context.Context, db *pgx.Conn, repl *pgconn.PgConn, t 
 	}
 	str := &stream{s: s, cfg: cfg, conn: repl, db: db, f: f, t: t, key: key, inc: inc,
 		cp: st.CP, applied: st.LSN, pending: st.Pending, pendingAt: st.PendingAt, keyIdx: -1}
-	s.update(func(x *Stats) { x.Phase = "streaming"; x.AppliedLSN = st.LSN.String() })
+	s.mu.Lock()
+	s.stats.Phase, s.appliedLSN = "streaming", st.LSN
+	s.mu.Unlock()
 	return str.run(ctx)
 }
 
