@@ -512,6 +512,9 @@ func (x *stream) record(ctx context.Context, end pglogrepl.LSN) error {
 // group's end; ARGV[4] the time in ms; ARGV[5] the version of calls;
 // ARGV[6] the incarnation ("": not checked).
 var fenceScript = redis.NewScript(`
+if ARGV[1] ~= 'pending' and ARGV[1] ~= 'record' then
+  return redis.error_reply('PGSYNC_ARGS ARGV[1] is not pending or record')
+end
 local lsn = redis.call('HGET', KEYS[1], 'lsn')
 local pending = redis.call('HGET', KEYS[1], 'pending')
 if not lsn then
