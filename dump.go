@@ -230,7 +230,9 @@ func (f *filter) dumpPartition(ctx context.Context, d *dumpWriter, p int, token 
 // whether key existed.
 func snapshot(ctx context.Context, rdb Client, key, snap string, more func(tx redis.Pipeliner)) (bool, error) {
 	tx := rdb.TxPipeline()
-	copied := tx.Copy(ctx, key, snap, 0, true)
+	// Not go-redis's Copy, which names database 0: the client's own.
+	copied := redis.NewIntCmd(ctx, "COPY", key, snap, "REPLACE")
+	_ = tx.Process(ctx, copied)
 	tx.PExpire(ctx, snap, dumpKeyLife)
 	more(tx)
 	if _, err := tx.Exec(ctx); err != nil && err != redis.Nil {

@@ -1000,3 +1000,24 @@ func TestRestoreShortDumpAllocatesLittle(t *testing.T) {
 		t.Fatalf("a %d-byte dump raised Redis's memory peak by %d MiB", len(forged), grown>>20)
 	}
 }
+
+// TestDumpOtherDatabase: a dump through a client of another database than
+// 0 reads its own database's keys, and leaves no snapshot in any.
+func TestDumpOtherDatabase(t *testing.T) {
+	base := realRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: base.Options().Addr, DB: 1})
+	defer rdb.Close()
+	filters, items := dumpFilters(t, rdb, "")
+	w, evs := dumpWindow(t, rdb, "wdb", "")
+	for mode, f := range filters {
+		g := must(Restore(ctx, rdb, "copy-"+mode, Options{}, bytes.NewReader(dumpOf(t, f)))).on(t)
+		restoredEqual(t, f, g, items)
+	}
+	allSeen(t, must(RestoreWindow(ctx, rdb, "wdb-copy", WindowOptions{}, bytes.NewReader(windowDumpOf(t, w)))).on(t), evs)
+	if keys := base.Keys(ctx, "*").Val(); len(keys) > 0 {
+		t.Errorf("database 0 holds %v", keys)
+	}
+	for _, k := range rdb.Keys(ctx, "*:dump:*").Val() {
+		t.Errorf("snapshot %s left behind", k)
+	}
+}

@@ -115,10 +115,7 @@ func setupRestore(c *cli, fs *pflag.FlagSet) func(context.Context, []string) err
 			}
 			start := time.Now()
 			_, err := restore(ctx, c.rdb, name, rbloom.WindowOptions{}, buffered)
-			if errors.Is(err, rbloom.ErrExists) {
-				return fmt.Errorf("%w (--replace replaces it)", err)
-			}
-			if err != nil {
+			if err != nil { // ErrExists names --replace
 				return err
 			}
 			fmt.Fprintf(c.out, "restored %s (window) from %s: %s\n", printable(name), file, transferRate(counted.n, time.Since(start)))
@@ -130,10 +127,7 @@ func setupRestore(c *cli, fs *pflag.FlagSet) func(context.Context, []string) err
 		}
 		start := time.Now()
 		f, err := restore(ctx, c.rdb, name, o, buffered)
-		if errors.Is(err, rbloom.ErrExists) {
-			return fmt.Errorf("%w (--replace replaces it)", err)
-		}
-		if err != nil {
+		if err != nil { // ErrExists names --replace
 			return err
 		}
 		mode := rbloom.ModeCounting

@@ -15,7 +15,7 @@ import (
 func (c *cli) runSync(ctx context.Context, args []string) error {
 	path, err := exec.LookPath("rbloom-sync")
 	if err != nil {
-		return errors.New("sync needs the rbloom-sync command on PATH: go install github.com/rbloom/rbloom/pgsync/cmd/rbloom-sync@latest (or, in this repository, go run ./pgsync/cmd/rbloom-sync ...)")
+		return errors.New("sync needs the rbloom-sync command on PATH: from a clone of rbloom, go install ./pgsync/cmd/rbloom-sync (or go run ./pgsync/cmd/rbloom-sync ...)")
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdin, c.out, c.stderr

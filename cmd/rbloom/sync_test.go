@@ -14,7 +14,7 @@ func TestSyncRunsRbloomSync(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("PATH", dir)
 	r := rb(t, miniURL(t), "", "sync", "-table", "items")
-	if r.code != exitError || !strings.Contains(r.stderr, "go install github.com/rbloom/rbloom/pgsync/cmd/rbloom-sync@latest") {
+	if r.code != exitError || !strings.Contains(r.stderr, "go install ./pgsync/cmd/rbloom-sync") {
 		t.Errorf("without rbloom-sync: exit %d, %q", r.code, r.stderr)
 	}
 	script := "#!/bin/sh\necho \"args: $*\"\nexit 3\n"
