@@ -576,19 +576,7 @@ func (h *beforePipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // rootCreation says whether cmds carry window.lua's call that makes the
 // root's ring of w (ARGV[9] '1' on KEYS[1], the root's ring).
 func rootCreation(w *Window) func(cmds []redis.Cmder) bool {
-	return func(cmds []redis.Cmder) bool {
-		for _, c := range cmds {
-			args := c.Args()
-			if c.Name() != "evalsha" && c.Name() != "eval" || len(args) < 4 {
-				continue
-			}
-			keys, _ := args[2].(int)
-			if a := args[3+keys:]; args[3] == w.ringKey(w.root) && len(a) > 8 && a[8] == "1" {
-				return true
-			}
-		}
-		return false
-	}
+	return func(cmds []redis.Cmder) bool { return ringCreation(cmds, w.ringKey(w.root)) }
 }
 
 // TestWindowDropWhileMade: a Drop that runs while another process writes

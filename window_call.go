@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The values of window.lua's protocol, written into the script from these
@@ -34,6 +35,16 @@ const (
 	answerNew     = '0'
 )
 
+// How long a ring lives after a write: the span's generations, at least
+// minRingTTL (a ring of tiny buckets outlives a slow round trip), and the
+// rings of the other partitions than the root otherRingBuckets buckets
+// more, so that the root's, which every call touches, expires first.
+// window.lua gives the TTLs, and a restore the same (Window.ringTTLs).
+const (
+	minRingTTL       = time.Minute
+	otherRingBuckets = 3
+)
+
 // windowLuaConstants are the constants above as window.lua reads them
 // (scripts.go appends them to luaConstants).
 var windowLuaConstants = fmt.Sprintf(`local FOUND_HELD, FOUND_NONE, NOT_READ = %q, %q, %q
@@ -41,10 +52,11 @@ local CREATE_NONE, CREATE_RING, CREATE_SETTINGS = %q, %q, %q
 local PART_ROOT, PART_OTHER = %q, %q
 local REPLY_WAIT, REPLY_REREAD, REPLY_MOVED = %q, %q, %q
 local ANSWER_SEEN, ANSWER_NEW = %q, %q
+local MIN_RING_TTL, OTHER_RING_BUCKETS = %d, %d
 `, string(rune(foundHeld)), string(rune(foundNone)), string(rune(notRead)),
 	createNone, createRing, createSettings, partRoot, partOther,
 	string(rune(windowWait)), string(rune(windowReread)), string(rune(windowMoved)),
-	string(rune(answerSeen)), string(rune(answerNew)))
+	string(rune(answerSeen)), string(rune(answerNew)), minRingTTL.Milliseconds(), otherRingBuckets)
 
 // windowCall is one call of window.lua, its keys and arguments by name
 // (the script's header comment says what each means). The window's own

@@ -362,13 +362,9 @@ func (w *Window) ringTTLs(p int) (ring, settings time.Duration) {
 	if p == w.root {
 		return ring, 0
 	}
-	ring += 3 * w.bucket
+	ring += otherRingBuckets * w.bucket
 	return ring, max(ring+w.bucket, 2*w.f.idLifetime)
 }
-
-// minRingTTL is window.lua's MIN_RING_TTL: the least a ring lives after a
-// write.
-const minRingTTL = time.Minute
 
 // ringExpiries sets, by Redis's clock now, when each restored ring
 // expires: its TTL from now, or now for a partition without a ring (its

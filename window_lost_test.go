@@ -1,6 +1,7 @@
 package rbloom
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -51,5 +52,82 @@ func TestWindowLostWhole(t *testing.T) {
 			t.Errorf("after %s, Create made a window that holds events", lose.What)
 		}
 		must(0, w.Drop(ctx)).on(t)
+	}
+}
+
+// TestWindowCreateAgain: Create on a window that exists changes nothing
+// of it, from this handle or another: its events stay seen, and a batch
+// replayed gets its first answers.
+func TestWindowCreateAgain(t *testing.T) {
+	onBoth(t, func(t *testing.T, rdb *redis.Client) {
+		o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 3}
+		w := created(t, must(NewWindow(rdb, "again", o)).on(t))
+		held := events("held", 60)
+		first := must(w.TestOrAddManyOnce(ctx, held, "batch")).on(t)
+		created(t, w)
+		created(t, must(NewWindow(rdb, "again", o)).on(t))
+		if seen := must(w.TestMany(ctx, held)).on(t); slices.Contains(seen, false) {
+			t.Error("an event held before Create again answered not seen")
+		}
+		if again := must(w.TestOrAddManyOnce(ctx, held, "batch")).on(t); !slices.Equal(again, first) {
+			t.Errorf("the replay answered %v, first %v", again, first)
+		}
+	})
+}
+
+// TestWindowCreateCut: a Create whose process dies after it wrote the
+// root's settings, before it made the rings, leaves a window that calls
+// make the rings of, holding nothing; Create again succeeds.
+func TestWindowCreateCut(t *testing.T) {
+	rdb := realRedis(t)
+	o := WindowOptions{EventsPerBucket: 1000, Bucket: time.Minute, Span: 5 * time.Minute, Partitions: 3}
+	cut := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
+	defer cut.Close()
+	dying := must(NewWindow(cut, "cut", o)).on(t)
+	cut.AddHook(&failPipelines{fail: func(cmds []redis.Cmder) bool { return ringCreation(cmds, "") }}) // the root's settings go; the rings do not
+	if err := dying.Create(ctx); err == nil {
+		t.Fatal("the cut Create succeeded")
+	}
+	if n := rdb.Exists(ctx, dying.ringKey(0), dying.ringKey(1), dying.ringKey(2)).Val(); n != 0 {
+		t.Fatalf("%d rings made: the cut came too late", n)
+	}
+	w := must(NewWindow(rdb, "cut", o)).on(t)
+	if seen := must(w.TestOrAddMany(ctx, events("e", 60))).on(t); slices.Contains(seen, true) {
+		t.Error("a new window answered an event seen")
+	}
+	created(t, w)
+	if seen := must(w.TestMany(ctx, events("e", 60))).on(t); slices.Contains(seen, false) {
+		t.Error("an event added after the cut Create not seen")
+	}
+}
+
+// ringCreation says whether cmds carry a window.lua call that may make
+// ring (ARGV[9] createRing), or any ring for ring "".
+func ringCreation(cmds []redis.Cmder, ring string) bool {
+	for _, c := range cmds {
+		args := c.Args()
+		if n := c.Name(); (n != "evalsha" && n != "eval") || len(args) < 4 {
+			continue
+		}
+		keys, _ := args[2].(int)
+		if a := args[3+keys:]; len(a) > 8 && a[8] == createRing && (ring == "" || args[3] == ring) {
+			return true
+		}
+	}
+	return false
+}
+
+// failPipelines is a go-redis hook that fails, unsent, every pipeline
+// for which fail is true, as a process that died before sending it.
+type failPipelines struct{ fail func(cmds []redis.Cmder) bool }
+
+func (h *failPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *failPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *failPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.fail(cmds) {
+			return errors.New("the process died")
+		}
+		return next(ctx, cmds)
 	}
 }

@@ -598,3 +598,36 @@ func TestRestoreScriptForgedWindow(t *testing.T) {
 		t.Fatalf("install = %q, want %q", got, restoreOK)
 	}
 }
+
+// TestWindowRestoreDiedBeforeOpen: a restore whose process died between
+// its install and its open leaves rings that every read and call refuses,
+// writing nothing, and that Create refuses to make a window over, never
+// answering an event of the dump new; Drop deletes them, and Create then
+// makes the window, empty.
+func TestWindowRestoreDiedBeforeOpen(t *testing.T) {
+	rdb := realRedis(t)
+	w, evs := dumpWindow(t, rdb, "src", "")
+	rs, g := stagedWindow(t, rdb, "died", windowDumpOf(t, w))
+	if err := rs.step(ctx, "install"); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(t, rdb)
+	for name, call := range map[string]func() ([]bool, error){
+		"TestMany":          func() ([]bool, error) { return g.TestMany(ctx, evs) },
+		"TestOrAddMany":     func() ([]bool, error) { return g.TestOrAddMany(ctx, evs) },
+		"TestOrAddManyOnce": func() ([]bool, error) { return g.TestOrAddManyOnce(ctx, evs, "op") },
+		"Create":            func() ([]bool, error) { return nil, g.Create(ctx) },
+	} {
+		if seen, err := call(); err == nil {
+			t.Errorf("%s on a restore that died before its open: %v, no error", name, seen)
+		}
+	}
+	if after := dump(t, rdb); !mapsEqual(before, after) {
+		t.Error("a refused call wrote")
+	}
+	must(0, g.Drop(ctx)).on(t)
+	created(t, g)
+	if seen := must(g.TestOrAddMany(ctx, evs)).on(t); slices.Contains(seen, true) {
+		t.Error("the window made after the Drop holds events of the dump")
+	}
+}

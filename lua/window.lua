@@ -116,7 +116,6 @@ local function window()
   local CLEAN_STEP = 32768   -- bytes of words one BITOP clears: 100-150 us a step at the seed's size
   local CLEAN_CALL = 1       -- steps a call that answers events takes, when the pass is behind
   local CLEAN_BLOCKED = 4    -- steps a call takes when its bucket waits on them
-  local MIN_RING_TTL = 60000 -- ms: a ring of tiny buckets outlives a slow round trip
   local MAX_ROUND = 40       -- bytes of a round token (ARGV[12])
   local MAX_WORDS = 1500     -- slot words a call reads and writes: 4 BITFIELD arguments each at most
   local ring, settings, maskKey, scratch = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -210,7 +209,7 @@ local function window()
     if size > MAX_STRING_BYTES then return reject('ARGS', 'a ring of ' .. size .. ' bytes does not fit in a Redis string') end
     dataBytes = size - DATA
     ttl = math.max(W * bucketMS, MIN_RING_TTL)
-    if root == PART_OTHER then ttl = ttl + 3 * bucketMS end
+    if root == PART_OTHER then ttl = ttl + OTHER_RING_BUCKETS * bucketMS end
     settingsTTL = math.max(ttl + bucketMS, 2 * 1000 * f.once)
   end
 
